@@ -1,0 +1,168 @@
+"""Commands in, results and events out: the vocabulary of the matching engine.
+
+Commands are what the write-ahead log stores (tagged, array-like msgspec structs, so the binary
+encoding is compact). Results and events are what the engine returns; their camelCase field names
+are the wire names, so the server can encode them without copying.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+Side = Literal["buy", "sell"]
+OrderType = Literal["limit", "market"]
+Tif = Literal["gtc", "ioc", "fok"]
+Status = Literal["new", "partially_filled", "filled", "cancelled", "rejected"]
+
+MAX_PRICE: Final = 1_000_000_000
+"""Highest price in ticks a limit order may carry."""
+MAX_QTY: Final = 1_000_000_000
+"""Largest quantity a single order may carry."""
+MAX_CLIENT_ORDER_ID: Final = 64
+
+
+class Reason:
+    """Why a command was rejected or an order ended without filling; the wire value of `reason`."""
+
+    UNKNOWN_SYMBOL: Final = "unknown_symbol"
+    BAD_PRICE: Final = "bad_price"
+    BAD_QTY: Final = "bad_qty"
+    BAD_ORDER: Final = "bad_order"
+    POST_ONLY_WOULD_TAKE: Final = "post_only_would_take"
+    FOK_NOT_FILLED: Final = "fok_not_filled"
+    IOC_REMAINDER: Final = "ioc_remainder_cancelled"
+    NO_LIQUIDITY: Final = "no_liquidity"
+    SELF_TRADE: Final = "self_trade_prevented"
+    UNKNOWN_ORDER: Final = "unknown_order"
+    NOT_OPEN: Final = "not_open"
+    NOTHING_TO_AMEND: Final = "nothing_to_amend"
+    QTY_BELOW_FILLED: Final = "qty_not_above_filled"
+    DUPLICATE_MISMATCH: Final = "duplicate_client_order_id"
+    USER_CANCEL: Final = "cancelled_by_user"
+    SYMBOL_EXISTS: Final = "symbol_exists"
+
+
+# ---------------------------------------------------------------- commands (what the log holds)
+
+
+class NewOrder(msgspec.Struct, tag_field="kind", tag="n", array_like=True, frozen=True, gc=False):
+    """Place an order. `price` is ignored (must be 0) for market orders."""
+
+    account: str
+    symbol: str
+    side: Side
+    type: OrderType
+    price: int
+    qty: int
+    tif: Tif = "gtc"
+    post_only: bool = False
+    client_order_id: str | None = None
+
+
+class Cancel(msgspec.Struct, tag_field="kind", tag="c", array_like=True, frozen=True, gc=False):
+    account: str
+    order_id: int
+
+
+class Amend(msgspec.Struct, tag_field="kind", tag="a", array_like=True, frozen=True, gc=False):
+    """Change an open order: `qty` is the new total quantity (filled included), `price` the new limit."""
+
+    account: str
+    order_id: int
+    qty: int | None = None
+    price: int | None = None
+
+
+class AddSymbol(msgspec.Struct, tag_field="kind", tag="s", array_like=True, frozen=True, gc=False):
+    """Open a book. Logged like any command, so a replay knows the same symbols."""
+
+    symbol: str
+
+
+Command = NewOrder | Cancel | Amend | AddSymbol
+
+
+class Record(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One log record: a command as the sequencer accepted it, with its sequence number and time."""
+
+    seq: int
+    ts: int
+    """Milliseconds since the epoch, stamped by the sequencer, never read from the clock at replay."""
+    command: Command
+
+
+# ---------------------------------------------------------------- results and events
+
+
+class Fill(msgspec.Struct, frozen=True, gc=False, rename="camel"):
+    trade_id: int
+    price: int
+    qty: int
+
+
+class OrderState(msgspec.Struct, gc=False, rename="camel"):
+    """What happened to an order: the answer to a new order, a cancel or an amend, and an order's state."""
+
+    order_id: int
+    client_order_id: str | None
+    account: str
+    symbol: str
+    side: Side
+    type: OrderType
+    price: int
+    qty: int
+    tif: Tif
+    post_only: bool
+    status: Status
+    filled_qty: int
+    remaining_qty: int
+    """qty - filledQty: still resting while status is new or partially_filled, cancelled otherwise."""
+    fills: list[Fill]
+    """Fills made by this command, in execution order (empty for a cancel or a state query)."""
+    reason: str | None
+    seq: int
+    ts: int
+
+
+class Trade(msgspec.Struct, frozen=True, gc=False, rename="camel"):
+    trade_id: int
+    symbol: str
+    price: int
+    qty: int
+    buy_order_id: int
+    sell_order_id: int
+    buy_account: str
+    sell_account: str
+    aggressor: Side
+    seq: int
+    ts: int
+
+
+class LevelChange(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """A price level after a command: `qty` and `orders` are 0 when the level is gone."""
+
+    symbol: str
+    side: Side
+    price: int
+    qty: int
+    orders: int
+
+
+class Outcome(msgspec.Struct, gc=False):
+    """Everything one command did, enough to answer the caller and publish the feed."""
+
+    seq: int
+    result: OrderState | None
+    """The order after the command; None for AddSymbol and for a cancel or amend of an unknown order."""
+    error: str | None
+    """Set when the command was refused and changed nothing (unknown order, not open, a reused
+    clientOrderId with other fields, ...). A new order that was rejected by the book's rules is not
+    an error: its result has status "rejected" and a reason."""
+    trades: list[Trade]
+    book: list[LevelChange]
+    updates: list[OrderState]
+    """Resting orders the command changed (filled against, or cancelled by self-trade prevention)."""
+    replayed: bool = False
+    """True when the command was an idempotent retry answered with the original result."""

@@ -1,0 +1,233 @@
+"""The write-ahead log: `[length u32][CRC32 u32][payload]` records, little-endian, appended in batches.
+
+Opening a log replays it. A bad record with nothing valid after it is a torn tail from a crash:
+the file is cut back to the last good record and the cut is reported. A bad record that is followed
+by a valid one is corruption: acknowledged records may sit behind it, so opening fails with the
+offset and nothing is truncated.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Iterator, Protocol
+
+HEADER = struct.Struct("<II")
+HEADER_SIZE = HEADER.size
+MAX_PAYLOAD = 1 << 20
+"""A length above this is not a record but garbage (no command encodes to a megabyte)."""
+
+
+class LogError(Exception):
+    """The log device failed (ENOSPC, EIO, ...): nothing written since the last sync is durable."""
+
+
+class CorruptLog(Exception):
+    """A bad record is followed by valid ones: refusing to drop what lies behind it."""
+
+    def __init__(self, path: str, offset: int, why: str) -> None:
+        super().__init__(
+            f"{path}: corrupt record at byte offset {offset} ({why}), followed by valid records; "
+            "refusing to open (a torn tail would be cut, but this is not the tail)"
+        )
+        self.path = path
+        self.offset = offset
+        self.why = why
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A torn tail that was truncated on open."""
+
+    offset: int
+    dropped: int
+    why: str
+
+    def __str__(self) -> str:
+        return f"cut a torn tail at byte {self.offset}: {self.dropped} bytes dropped ({self.why})"
+
+
+class FileOps(Protocol):
+    """The few file operations the log needs; tests swap in a layer that can lose unsynced bytes."""
+
+    def read(self, path: str) -> bytes: ...
+    def open_append(self, path: str) -> int: ...
+    def write(self, fd: int, data: bytes | memoryview) -> int: ...
+    def sync(self, fd: int) -> None: ...
+    def truncate(self, fd: int, size: int) -> None: ...
+    def close(self, fd: int) -> None: ...
+
+
+class OsFileOps:
+    """The real file system."""
+
+    def read(self, path: str) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def open_append(self, path: str) -> int:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        _sync_dir(os.path.dirname(os.path.abspath(path)))
+        return fd
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        return os.write(fd, data)
+
+    def sync(self, fd: int) -> None:
+        os.fdatasync(fd)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+
+def _sync_dir(path: str) -> None:
+    """Make a newly created file's directory entry durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def frame(payload: bytes) -> bytes:
+    return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def _check(data: bytes, offset: int) -> str | None:
+    """Why the record at `offset` is not valid, or None if it is."""
+    size = len(data)
+    if offset + HEADER_SIZE > size:
+        return "short header"
+    length, crc = HEADER.unpack_from(data, offset)
+    if length == 0 or length > MAX_PAYLOAD:
+        return f"bad length {length}"
+    end = offset + HEADER_SIZE + length
+    if end > size:
+        return "short payload"
+    if zlib.crc32(memoryview(data)[offset + HEADER_SIZE : end]) != crc:
+        return "bad CRC"
+    return None
+
+
+def _valid_record_after(data: bytes, offset: int) -> bool:
+    """True when some byte position after `offset` starts a valid record (so `offset` is no tear)."""
+    for start in range(offset + 1, len(data) - HEADER_SIZE):
+        if _check(data, start) is None:
+            return True
+    return False
+
+
+class Wal:
+    """An append-only log file. `open` reads it; iterate `replay()` before appending."""
+
+    def __init__(self, path: str, data: bytes, ops: FileOps) -> None:
+        self.path = path
+        self.ops = ops
+        self._data = data
+        self.cut: Cut | None = None
+        self.size = 0
+        self.records = 0
+        self._fd: int | None = None
+        self.failed: str | None = None
+
+    @classmethod
+    def open(cls, path: str, ops: FileOps | None = None) -> "Wal":
+        ops = ops or OsFileOps()
+        return cls(path, ops.read(path), ops)
+
+    def replay(self) -> Iterator[tuple[int, memoryview]]:
+        """Yield (offset, payload) for every good record in order, then cut a torn tail and open the file for appending.
+
+        Raises CorruptLog (after yielding the good records before it) if a bad record is not the tail.
+        """
+        data = self._data
+        view = memoryview(data)
+        size = len(data)
+        offset = 0
+        unpack = HEADER.unpack_from
+        crc32 = zlib.crc32
+        count = 0
+        while offset < size:
+            if offset + HEADER_SIZE <= size:
+                length, crc = unpack(data, offset)
+                end = offset + HEADER_SIZE + length
+                if 0 < length <= MAX_PAYLOAD and end <= size:
+                    payload = view[offset + HEADER_SIZE : end]
+                    if crc32(payload) == crc:
+                        yield offset, payload
+                        count += 1
+                        offset = end
+                        continue
+            why = _check(data, offset) or "bad record"
+            if _valid_record_after(data, offset):
+                raise CorruptLog(self.path, offset, why)
+            self.cut = Cut(offset, size - offset, why)
+            break
+        self.records = count
+        self.size = offset
+        self._data = b""
+        self._fd = self.ops.open_append(self.path)
+        if self.cut is not None:
+            self.ops.truncate(self._fd, offset)
+            self.ops.sync(self._fd)
+
+    def append(self, payloads: list[bytes]) -> None:
+        """Write framed records in one write (page cache only; `sync` makes them durable)."""
+        if self.failed:
+            raise LogError(self.failed)
+        if self._fd is None:
+            raise RuntimeError("replay() the log before appending")
+        pack = HEADER.pack
+        crc32 = zlib.crc32
+        buf = b"".join([pack(len(p), crc32(p)) + p for p in payloads])
+        self._write(buf)
+        self.records += len(payloads)
+
+    def _write(self, buf: bytes) -> None:
+        assert self._fd is not None
+        view = memoryview(buf)
+        start = self.size
+        written = 0
+        try:
+            while written < len(buf):
+                written += self.ops.write(self._fd, view[written:])
+        except OSError as e:
+            self._fail(f"write to {self.path} failed: {e}")
+            # Take back the part of the batch that did reach the file, so no caller's record is
+            # half there; the log is failed from here on either way.
+            try:
+                self.ops.truncate(self._fd, start)
+            except OSError:
+                pass
+            raise LogError(self.failed) from e
+        self.size = start + written
+
+    def sync(self) -> None:
+        """fdatasync: after it returns, everything appended so far survives power loss."""
+        if self.failed:
+            raise LogError(self.failed)
+        assert self._fd is not None
+        try:
+            self.ops.sync(self._fd)
+        except OSError as e:
+            # After a failed fsync the kernel may have dropped the dirty pages: nothing unsynced
+            # can be trusted, so the log stops here.
+            self._fail(f"fdatasync of {self.path} failed: {e}")
+            raise LogError(self.failed) from e
+
+    def _fail(self, why: str) -> None:
+        if not self.failed:
+            self.failed = why
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.ops.close(self._fd)
+            self._fd = None

@@ -1,0 +1,248 @@
+"""The SQLite trade store against real files, with bars checked against a plain Python computation."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+
+from tickflow.core.types import Trade
+from tickflow.store.trades import BARS_SQL, RECENT_SQL, TRADES_BY_SYMBOL_SQL, TRADES_SQL, TradeStore
+
+T0 = 1_764_633_600_000  # a midnight, so buckets of every interval start on it
+MINUTE = 60_000
+HOUR = 60 * MINUTE
+
+
+def trade(trade_id: int, symbol: str = "ACME", price: int = 10_000, qty: int = 10, ts: int = T0) -> Trade:
+    return Trade(trade_id, symbol, price, qty, 100 + trade_id, 200 + trade_id, "alice", "bob",
+                 "buy" if trade_id % 2 else "sell", 1000 + trade_id, ts)
+
+
+def wire(t: Trade) -> dict[str, Any]:
+    return {"tradeId": t.trade_id, "symbol": t.symbol, "price": t.price, "qty": t.qty,
+            "buyOrderId": t.buy_order_id, "sellOrderId": t.sell_order_id, "aggressor": t.aggressor,
+            "seq": t.seq, "ts": t.ts}
+
+
+def random_trades(rng: random.Random, n: int, symbols: tuple[str, ...], span_ms: int) -> list[Trade]:
+    """Random-walk prices; times mostly rising with trade id but sometimes stepping back, so a bar's
+    open and close (by trade id) differ from its earliest and latest trade by time."""
+    prices = {s: 10_000 for s in symbols}
+    trades = []
+    ts = T0
+    for trade_id in range(1, n + 1):
+        symbol = rng.choice(symbols)
+        prices[symbol] = max(1, prices[symbol] + rng.randint(-5, 5))
+        ts = max(T0, ts + rng.randint(-30_000, 3 * span_ms // n))
+        trades.append(trade(trade_id, symbol, prices[symbol], rng.randint(1, 500), ts))
+    return trades
+
+
+def reference_bars(trades: list[Trade], symbol: str, interval: int, start: int, end: int) -> list[dict[str, Any]]:
+    buckets: dict[int, list[Trade]] = {}
+    for t in sorted(trades, key=lambda t: t.trade_id):
+        if t.symbol == symbol and start <= t.ts < end:
+            buckets.setdefault(t.ts - t.ts % interval, []).append(t)
+    bars = []
+    for t0, ts in sorted(buckets.items()):
+        volume = sum(t.qty for t in ts)
+        bars.append({"t": t0, "open": ts[0].price, "high": max(t.price for t in ts),
+                     "low": min(t.price for t in ts), "close": ts[-1].price, "volume": volume,
+                     "vwap": sum(t.price * t.qty for t in ts) / volume})
+    return bars
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[TradeStore]:
+    s = await TradeStore.open(str(tmp_path / "trades.db"))
+    yield s
+    await s.close()
+
+
+async def test_new_store_is_empty(store: TradeStore) -> None:
+    assert await store.max_trade_id() == 0
+    assert await store.count() == 0
+    assert await store.trades(None, 0, 100) == []
+    assert await store.recent("ACME", 10) == []
+    assert await store.bars("ACME", MINUTE, T0, T0 + HOUR) == []
+
+
+async def test_file_is_wal_with_normal_sync(store: TradeStore, tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "trades.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    rows = await store._write.execute_fetchall("PRAGMA synchronous")
+    assert list(rows)[0][0] == 1  # NORMAL
+
+
+async def test_insert_is_idempotent_on_trade_id(store: TradeStore) -> None:
+    first = [trade(i, price=10_000 + i) for i in range(1, 6)]
+    await store.insert(first)
+    # A replay inserts the same trades again, overlapping new ones; the stored row never changes.
+    await store.insert(first)
+    await store.insert([trade(4, price=1), *(trade(i, price=10_000 + i) for i in range(5, 9))])
+    await store.insert([])
+    assert await store.count() == 8
+    assert await store.max_trade_id() == 8
+    got = await store.trades(None, 0, 100)
+    assert [t["tradeId"] for t in got] == list(range(1, 9))
+    assert got[3]["price"] == 10_004
+
+
+async def test_trades_carry_wire_keys_and_no_accounts(store: TradeStore) -> None:
+    t = trade(7, "BOLT", 123, 45, T0 + 5)
+    await store.insert([t])
+    assert await store.trades("BOLT", 0, 1) == [wire(t)]
+    assert await store.recent("BOLT", 1) == [wire(t)]
+
+
+async def test_paging_walks_every_trade_once_in_id_order(store: TradeStore) -> None:
+    trades = random_trades(random.Random(1), 500, ("ACME", "BOLT", "CORE"), HOUR)
+    await store.insert(random.Random(2).sample(trades, len(trades)))  # insert order does not matter
+    for symbol in (None, "ACME", "BOLT"):
+        want = [wire(t) for t in trades if symbol is None or t.symbol == symbol]
+        got: list[dict[str, Any]] = []
+        after = 0
+        while page := await store.trades(symbol, after, 7):
+            assert len(page) <= 7
+            got.extend(page)
+            after = page[-1]["tradeId"]
+        assert got == want
+    assert await store.trades("ACME", 10**9, 10) == []
+    assert await store.trades("NOPE", 0, 10) == []
+    assert await store.trades(None, 0, 0) == []
+    assert await store.trades(None, 0, -1) == []  # not SQLite's "no limit"
+
+
+async def test_recent_is_the_newest_trades_oldest_first(store: TradeStore) -> None:
+    trades = random_trades(random.Random(3), 300, ("ACME", "BOLT"), HOUR)
+    await store.insert(trades)
+    acme = [wire(t) for t in trades if t.symbol == "ACME"]
+    assert await store.recent("ACME", 20) == acme[-20:]
+    assert await store.recent("ACME", 10_000) == acme
+    assert await store.recent("ACME", 0) == []
+    assert await store.recent("NOPE", 5) == []
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+async def test_bars_match_a_python_computation(store: TradeStore, seed: int) -> None:
+    rng = random.Random(seed)
+    span = 6 * HOUR
+    trades = random_trades(rng, 3000, ("ACME", "BOLT"), span)
+    await store.insert(trades)
+    last = max(t.ts for t in trades)
+    ranges = [(T0, last + 1), (T0 + HOUR, T0 + 2 * HOUR), (T0 - HOUR, T0 + span * 2)]
+    # Arbitrary bounds, inside buckets and across their edges.
+    ranges += [tuple(sorted(rng.randint(T0 - MINUTE, last + MINUTE) for _ in range(2))) for _ in range(8)]
+    for interval in (MINUTE, 5 * MINUTE, HOUR):
+        for start, end in ranges:
+            for symbol in ("ACME", "BOLT"):
+                got = await store.bars(symbol, interval, start, end)
+                want = reference_bars(trades, symbol, interval, start, end)
+                assert got == [{**w, "vwap": pytest.approx(w["vwap"], rel=1e-12)} for w in want]
+
+
+async def test_bars_at_bucket_edges(store: TradeStore) -> None:
+    await store.insert([
+        trade(1, price=100, qty=1, ts=T0),                   # first millisecond of bucket 0
+        trade(2, price=300, qty=3, ts=T0 + MINUTE - 1),      # last millisecond of bucket 0
+        trade(3, price=200, qty=2, ts=T0 + MINUTE),          # first millisecond of bucket 1
+        trade(4, price=50, qty=1, ts=T0 + MINUTE + 10),
+        trade(5, price=400, qty=4, ts=T0 + 3 * MINUTE),      # after an empty bucket
+    ])
+    bars = await store.bars("ACME", MINUTE, T0, T0 + 4 * MINUTE)
+    assert bars == [
+        {"t": T0, "open": 100, "high": 300, "low": 100, "close": 300, "volume": 4, "vwap": 250.0},
+        {"t": T0 + MINUTE, "open": 200, "high": 200, "low": 50, "close": 50, "volume": 3, "vwap": 150.0},
+        {"t": T0 + 3 * MINUTE, "open": 400, "high": 400, "low": 400, "close": 400, "volume": 4, "vwap": 400.0},
+    ]
+    assert isinstance(bars[0]["vwap"], float)
+    # `to` is exclusive, `from` inclusive; a `from` inside a bucket keeps only the trades from it on.
+    assert [b["t"] for b in await store.bars("ACME", MINUTE, T0, T0 + MINUTE)] == [T0]
+    assert (await store.bars("ACME", MINUTE, T0 + MINUTE - 1, T0 + MINUTE))[0]["open"] == 300
+    assert await store.bars("ACME", MINUTE, T0 + 2 * MINUTE, T0 + 3 * MINUTE) == []
+    five = await store.bars("ACME", 5 * MINUTE, T0, T0 + HOUR)
+    assert five == [{"t": T0, "open": 100, "high": 400, "low": 50, "close": 400, "volume": 11,
+                     "vwap": (100 + 900 + 400 + 50 + 1600) / 11}]
+
+
+async def test_bars_open_and_close_follow_trade_id_not_time(store: TradeStore) -> None:
+    await store.insert([trade(1, price=10, ts=T0 + 500), trade(2, price=20, ts=T0 + 100),
+                        trade(3, price=30, ts=T0 + 900), trade(4, price=40, ts=T0 + 200)])
+    [bar] = await store.bars("ACME", MINUTE, T0, T0 + MINUTE)
+    assert (bar["open"], bar["close"]) == (10, 40)
+
+
+async def test_bars_of_empty_and_backwards_ranges(store: TradeStore) -> None:
+    await store.insert([trade(1, ts=T0 + 10)])
+    assert await store.bars("ACME", MINUTE, T0 + 10, T0 + 10) == []
+    assert await store.bars("ACME", MINUTE, T0 + MINUTE, T0) == []
+    assert await store.bars("BOLT", MINUTE, T0, T0 + HOUR) == []
+    with pytest.raises(ValueError, match="interval"):
+        await store.bars("ACME", 0, T0, T0 + HOUR)
+
+
+async def test_bars_vwap_does_not_overflow(store: TradeStore) -> None:
+    big = 1_000_000_000  # MAX_PRICE and MAX_QTY: ten such trades overflow a 64-bit sum
+    await store.insert([trade(i, price=big, qty=big, ts=T0 + i) for i in range(1, 11)])
+    [bar] = await store.bars("ACME", MINUTE, T0, T0 + MINUTE)
+    assert bar["volume"] == 10 * big and bar["vwap"] == float(big)
+
+
+async def test_reopening_the_file_keeps_everything(tmp_path: Path) -> None:
+    path = str(tmp_path / "trades.db")
+    trades = random_trades(random.Random(5), 400, ("ACME", "BOLT"), HOUR)
+    store = await TradeStore.open(path)
+    await store.insert(trades[:300])
+    before = (await store.trades(None, 0, 1000), await store.bars("ACME", MINUTE, T0, T0 + 2 * HOUR))
+    await store.close()
+
+    store = await TradeStore.open(path)
+    try:
+        assert await store.count() == 300
+        assert await store.max_trade_id() == 300
+        assert (await store.trades(None, 0, 1000), await store.bars("ACME", MINUTE, T0, T0 + 2 * HOUR)) == before
+        await store.insert(trades)  # a replay after restart: only the missing ones are added
+        assert await store.count() == 400
+        assert await store.trades(None, 0, 1000) == [wire(t) for t in trades]
+    finally:
+        await store.close()
+
+
+async def test_concurrent_inserts_and_reads(store: TradeStore) -> None:
+    trades = [trade(i, ts=T0 + i) for i in range(1, 2001)]
+    batches = [trades[i:i + 100] for i in range(0, len(trades), 100)]
+    reads = [store.trades("ACME", 0, 1000) for _ in range(10)]
+    await asyncio.gather(*(store.insert(b) for b in batches), *reads)
+    assert await store.count() == 2000
+    assert await store.max_trade_id() == 2000
+
+
+async def test_a_failed_insert_stores_nothing_and_spares_the_one_beside_it(store: TradeStore) -> None:
+    good = [trade(i) for i in range(1, 51)]
+    broken = [trade(i) for i in range(51, 60)] + [trade(60, price=object())]  # type: ignore[arg-type]
+    results = await asyncio.gather(store.insert(good), store.insert(broken), return_exceptions=True)
+    assert results[0] is None and isinstance(results[1], sqlite3.Error)
+    await store.insert([trade(100)])  # the next commit must not carry the broken batch's first rows
+    assert await store.count() == 51
+    assert [t["tradeId"] for t in await store.trades(None, 49, 10)] == [50, 100]
+
+
+async def test_queries_use_the_indexes(store: TradeStore, tmp_path: Path) -> None:
+    """The speed contract: bars read only the covering index; symbol pages and snapshots never sort."""
+    path = tmp_path / "trades.db"
+
+    def plan(sql: str, params: Any) -> str:
+        with sqlite3.connect(path) as db:
+            return " | ".join(row[-1] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+    bars = plan(BARS_SQL, {"symbol": "ACME", "interval": MINUTE, "from": T0, "to": T0 + HOUR})
+    assert "COVERING INDEX trades_symbol_ts (symbol=? AND ts>? AND ts<?)" in bars
+    assert "SCAN trades" not in bars
+    for sql, params in [(TRADES_SQL, (0, 10)), (TRADES_BY_SYMBOL_SQL, ("ACME", 0, 10)), (RECENT_SQL, ("ACME", 10))]:
+        p = plan(sql, params)
+        assert "TEMP B-TREE" not in p and "SCAN" not in p, p

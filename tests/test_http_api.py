@@ -1,0 +1,249 @@
+"""The HTTP API against a real server process: happy paths, bad input, accounts, restarts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+
+from server_process import ServerProcess
+
+
+def auth(account: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {account}"}
+
+
+async def call(session: aiohttp.ClientSession, method: str, url: str, account: str | None = None,
+               **kw: Any) -> tuple[int, Any]:
+    headers = auth(account) if account else {}
+    async with session.request(method, url, headers=headers, **kw) as r:
+        body = await r.json(content_type=None) if r.content_type == "application/json" else await r.text()
+        return r.status, body
+
+
+def order(symbol: str = "ACME", side: str = "buy", price: int | None = 100, qty: int = 10, **kw: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"symbol": symbol, "side": side, "qty": qty, **kw}
+    if price is not None:
+        body["price"] = price
+    return body
+
+
+async def test_orders_trade_and_show_up_everywhere(server: ServerProcess) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        st, rest = await call(s, "POST", f"{u}/orders", "alice", json=order(side="sell", price=101, qty=5))
+        assert st == 200 and rest["status"] == "new" and rest["remainingQty"] == 5 and rest["account"] == "alice"
+        st, take = await call(s, "POST", f"{u}/orders", "bob", json=order(side="buy", price=105, qty=8))
+        assert st == 200
+        assert take["status"] == "partially_filled" and take["filledQty"] == 5
+        assert take["fills"] == [{"tradeId": 1, "price": 101, "qty": 5}]
+
+        st, book = await call(s, "GET", f"{u}/book/ACME")
+        assert st == 200 and book["bids"] == [{"price": 105, "qty": 3, "orders": 1}] and book["asks"] == []
+        assert book["seq"] == take["seq"]
+
+        st, mine = await call(s, "GET", f"{u}/orders/{rest['orderId']}", "alice")
+        assert st == 200 and mine["status"] == "filled" and mine["fills"] == []
+        st, opened = await call(s, "GET", f"{u}/orders?status=open", "bob")
+        assert [o["orderId"] for o in opened["orders"]] == [take["orderId"]]
+
+        trades: list[Any] = []
+        for _ in range(100):  # trades reach SQLite a moment after their batch is durable
+            st, trades = await call(s, "GET", f"{u}/trades?symbol=ACME")
+            if trades:
+                break
+        assert trades == [{"tradeId": 1, "symbol": "ACME", "price": 101, "qty": 5, "buyOrderId": take["orderId"],
+                           "sellOrderId": rest["orderId"], "aggressor": "buy", "seq": take["seq"],
+                           "ts": take["ts"]}]
+        st, bars = await call(s, "GET", f"{u}/bars?symbol=ACME&interval=1m")
+        assert st == 200 and len(bars) == 1
+        assert bars[0]["open"] == bars[0]["close"] == 101 and bars[0]["volume"] == 5 and bars[0]["vwap"] == 101
+
+        st, symbols = await call(s, "GET", f"{u}/symbols")
+        acme = next(x for x in symbols["symbols"] if x["symbol"] == "ACME")
+        assert acme == {"symbol": "ACME", "bestBid": 105, "bestAsk": None, "last": 101}
+
+        st, cancelled = await call(s, "DELETE", f"{u}/orders/{take['orderId']}", "bob")
+        assert st == 200 and cancelled["status"] == "cancelled" and cancelled["remainingQty"] == 3
+        st, again = await call(s, "DELETE", f"{u}/orders/{take['orderId']}", "bob")
+        assert st == 409 and again["order"]["status"] == "cancelled"
+        st, book = await call(s, "GET", f"{u}/book/ACME")
+        assert book["bids"] == [] and book["asks"] == []
+
+
+async def test_amend_keeps_or_loses_priority(server: ServerProcess) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        _, first = await call(s, "POST", f"{u}/orders", "alice", json=order(side="sell", price=110, qty=10))
+        _, second = await call(s, "POST", f"{u}/orders", "carol", json=order(side="sell", price=110, qty=10))
+        st, reduced = await call(s, "PATCH", f"{u}/orders/{first['orderId']}", "alice", json={"qty": 4})
+        assert st == 200 and reduced["qty"] == 4 and reduced["remainingQty"] == 4
+        _, hit = await call(s, "POST", f"{u}/orders", "bob", json=order(side="buy", price=110, qty=4))
+        assert [f["qty"] for f in hit["fills"]] == [4]
+        _, first_now = await call(s, "GET", f"{u}/orders/{first['orderId']}", "alice")
+        assert first_now["status"] == "filled"  # still first in the queue after reducing
+        st, moved = await call(s, "PATCH", f"{u}/orders/{second['orderId']}", "carol", json={"price": 99})
+        assert st == 200 and moved["price"] == 99
+        st, bad = await call(s, "PATCH", f"{u}/orders/{second['orderId']}", "carol", json={})
+        assert st == 400
+        st, bad = await call(s, "PATCH", f"{u}/orders/{second['orderId']}", "carol", json={"qty": -1})
+        assert st == 400 and bad["field"] == "qty"
+
+
+async def test_accounts_cannot_see_or_touch_each_others_orders(server: ServerProcess) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        _, mine = await call(s, "POST", f"{u}/orders", "alice", json=order(side="buy", price=90))
+        oid = mine["orderId"]
+        unknown = await call(s, "GET", f"{u}/orders/999999", "mallory")
+        for method, kw in (("GET", {}), ("DELETE", {}), ("PATCH", {"json": {"qty": 1}})):
+            st, body = await call(s, method, f"{u}/orders/{oid}", "mallory", **kw)
+            assert (st, body) == unknown, method  # exactly like an unknown order
+        st, opened = await call(s, "GET", f"{u}/orders", "mallory")
+        assert opened == {"orders": []}
+        for method, path in (("POST", "/orders"), ("GET", "/orders"), ("DELETE", f"/orders/{oid}")):
+            st, body = await call(s, method, u + path, None, json=order())
+            assert st == 401 and "token" in body["error"]
+        _, still = await call(s, "GET", f"{u}/orders/{oid}", "alice")
+        assert still["status"] == "new"
+
+
+async def test_client_order_id_is_idempotent_and_refuses_different_fields(server: ServerProcess) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        body = order(side="buy", price=95, qty=7, clientOrderId="alice-1")
+        st, first = await call(s, "POST", f"{u}/orders", "alice", json=body)
+        st2, again = await call(s, "POST", f"{u}/orders", "alice", json=body)
+        assert st == st2 == 200 and again == first
+        st, conflict = await call(s, "POST", f"{u}/orders", "alice", json={**body, "qty": 8})
+        assert st == 409 and conflict["field"] == "clientOrderId" and conflict["original"] == first
+        # Another account may use the same clientOrderId: it is unique per account.
+        st, other = await call(s, "POST", f"{u}/orders", "bob", json=body)
+        assert st == 200 and other["orderId"] != first["orderId"]
+        _, book = await call(s, "GET", f"{u}/book/ACME")
+        assert book["bids"] == [{"price": 95, "qty": 14, "orders": 2}]
+
+
+BAD_BODIES: list[tuple[Any, str | None]] = [
+    ({"symbol": "ACME", "side": "buy", "price": 100}, "qty"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 0}, "qty"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": -5}, "qty"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 10**12}, "qty"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1.5}, "qty"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": "10"}, "qty"),
+    ({"symbol": "ACME", "side": "buy", "price": 0, "qty": 1}, "price"),
+    ({"symbol": "ACME", "side": "buy", "price": 10**30, "qty": 1}, "price"),
+    ({"symbol": "ACME", "side": "buy", "qty": 1}, "price"),
+    ({"symbol": "ACME", "side": "buy", "type": "market", "price": 5, "qty": 1}, "price"),
+    ({"symbol": "ACME", "side": "hold", "price": 100, "qty": 1}, "side"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "tif": "day"}, "tif"),
+    ({"symbol": "NOPE", "side": "buy", "price": 100, "qty": 1}, "symbol"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "clientOrderId": "x" * 65}, "clientOrderId"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "clientOrderId": "a b"}, "clientOrderId"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "postOnly": True, "tif": "ioc"}, "postOnly"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "surprise": 1}, "surprise"),
+    ([1, 2, 3], None),
+    ("just a string", None),
+]
+
+
+@pytest.mark.parametrize("body,field", BAD_BODIES)
+async def test_bad_orders_get_a_clear_400_and_never_reach_the_log(server: ServerProcess, body: Any,
+                                                                   field: str | None) -> None:
+    async with aiohttp.ClientSession() as s:
+        _, before = await call(s, "GET", f"{server.url}/health")
+        st, err = await call(s, "POST", f"{server.url}/orders", "alice", json=body)
+        assert st == 400, err
+        assert isinstance(err["error"], str) and err["error"]
+        assert err.get("field") == field
+        _, after = await call(s, "GET", f"{server.url}/health")
+        assert after["seq"] == before["seq"]  # nothing was logged
+
+
+async def test_malformed_and_oversized_bodies(server: ServerProcess) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        st, err = await call(s, "POST", f"{u}/orders", "alice", data=b"{not json")
+        assert st == 400 and err["error"].startswith("malformed JSON")
+        async with s.post(f"{u}/orders", data=b'{"symbol": "ACME",', headers=auth("alice")) as r:
+            assert r.status == 400 and "malformed JSON" in (await r.json())["error"]
+        async with s.post(f"{u}/orders", data=b"x" * (200 * 1024), headers=auth("alice")) as r:
+            assert r.status == 413 and "error" in await r.json()
+        for path in ("/orders/abc", "/orders/-1", "/orders/0"):
+            st, err = await call(s, "GET", u + path, "alice")
+            assert st == 404 and "error" in err
+        for query in ("depth=0", "depth=x", "depth=100000"):
+            st, err = await call(s, "GET", f"{u}/book/ACME?{query}")
+            assert st == 400 and err["field"] == "depth"
+        st, err = await call(s, "GET", f"{u}/book/NOPE")
+        assert st == 404
+        st, err = await call(s, "GET", f"{u}/bars?symbol=ACME&interval=7m")
+        assert st == 400 and err["field"] == "interval"
+        st, err = await call(s, "GET", f"{u}/trades?limit=5000")
+        assert st == 400 and err["field"] == "limit"
+        st, err = await call(s, "GET", f"{u}/no/such/route")
+        assert st == 404 and "error" in err
+        st, health = await call(s, "GET", f"{u}/health")
+        assert st == 200 and health["status"] == "ok"
+
+
+async def test_market_ioc_fok_and_post_only_through_http(server: ServerProcess) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        await call(s, "POST", f"{u}/orders", "maker", json=order(side="sell", price=100, qty=5))
+        st, fok = await call(s, "POST", f"{u}/orders", "taker", json=order(side="buy", price=100, qty=6, tif="fok"))
+        assert st == 200 and fok["status"] == "cancelled" and fok["reason"] == "fok_not_filled" and fok["fills"] == []
+        st, post = await call(s, "POST", f"{u}/orders", "taker", json=order(side="buy", price=100, qty=1, postOnly=True))
+        assert post["status"] == "rejected" and post["reason"] == "post_only_would_take"
+        st, mkt = await call(s, "POST", f"{u}/orders", "taker", json=order(side="buy", price=None, qty=8, type="market"))
+        assert mkt["status"] == "cancelled" and mkt["filledQty"] == 5 and mkt["reason"] == "no_liquidity"
+        assert mkt["tif"] == "ioc"
+
+
+async def test_metrics_and_health(server: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as s:
+        await call(s, "POST", f"{server.url}/orders", "alice", json=order())
+        st, text = await call(s, "GET", f"{server.url}/metrics")
+        assert st == 200
+        for name in ("tickflow_queue_depth", "tickflow_batch_size_bucket", "tickflow_fsync_seconds_bucket",
+                     "tickflow_orders_total 1", "tickflow_trades_total 0", "tickflow_websocket_clients"):
+            assert name in text
+        st, health = await call(s, "GET", f"{server.url}/health")
+        assert health["durability"] == "group" and health["symbols"] == ["ACME", "GLOBEX"]
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
+async def test_everything_survives_a_restart(server: ServerProcess, kill: bool) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        sent = []
+        for i in range(20):
+            body = order(side="buy" if i % 2 else "sell", price=100 + (i % 5) - 2, qty=3 + i, clientOrderId=f"c{i}")
+            _, result = await call(s, "POST", f"{u}/orders", f"acct{i % 3}", json=body)
+            sent.append((f"acct{i % 3}", body, result))
+        _, book = await call(s, "GET", f"{u}/book/ACME")
+        time.sleep(0.2)
+        _, trades = await call(s, "GET", f"{u}/trades?limit=1000")
+        _, bars = await call(s, "GET", f"{u}/bars?symbol=ACME")
+        _, open0 = await call(s, "GET", f"{u}/orders", "acct0")
+    assert trades, "the workload should trade"
+    server.restart(kill=kill)
+    assert "replayed" in server.output()
+    async with aiohttp.ClientSession() as s:
+        assert (await call(s, "GET", f"{u}/book/ACME"))[1] == book
+        assert (await call(s, "GET", f"{u}/trades?limit=1000"))[1] == trades
+        assert (await call(s, "GET", f"{u}/bars?symbol=ACME"))[1] == bars
+        assert (await call(s, "GET", f"{u}/orders", "acct0"))[1] == open0
+        for account, body, result in sent:
+            st, again = await call(s, "POST", f"{u}/orders", account, json=body)
+            assert st == 200 and again == result
+        _, new = await call(s, "POST", f"{u}/orders", "acct9", json=order(price=50))
+        assert new["orderId"] == max(r["orderId"] for _, _, r in sent) + 1
+
+
+async def test_a_second_server_on_the_same_data_refuses(server: ServerProcess, tmp_path: Any) -> None:
+    other = ServerProcess(server.data)
+    with pytest.raises(RuntimeError, match="another tickflow server"):
+        other.start(timeout=15)

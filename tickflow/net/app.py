@@ -1,0 +1,413 @@
+"""The HTTP API and the WebSocket endpoint: parse, validate, submit, answer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import msgspec
+from aiohttp import WSMsgType, web
+
+from tickflow.core.engine import Engine
+from tickflow.core.types import Reason
+from tickflow.net import protocol
+from tickflow.net.feed import Feed, Subscriber
+from tickflow.net.metrics import render_metrics
+from tickflow.net.openapi import OPENAPI
+from tickflow.net.protocol import MAX_BODY, BadRequest, encode
+from tickflow.net.sequencer import Sequencer, SequencerStopped
+from tickflow.store.trades import TradeStore
+
+log = logging.getLogger(__name__)
+
+ACCOUNT_PATTERN = re.compile(r"^[A-Za-z0-9._:@-]{1,64}$")
+INTERVALS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "1h": 3_600_000}
+MAX_WS_IN_FLIGHT = 1024
+WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+
+
+@dataclass
+class Exchange:
+    """Everything the handlers share."""
+
+    engine: Engine
+    sequencer: Sequencer
+    feed: Feed
+    store: TradeStore
+    tokens: dict[str, str] | None = None
+    """token -> account; None is open demo mode, where the token is the account."""
+    started: float = field(default_factory=time.time)
+    web_dir: Path = WEB_DIR
+    counters: dict[str, int] = field(default_factory=lambda: {"http_requests": 0, "ws_messages": 0})
+
+    def account(self, token: str | None) -> str | None:
+        if not token:
+            return None
+        if self.tokens is not None:
+            return self.tokens.get(token)
+        return token if ACCOUNT_PATTERN.match(token) else None
+
+
+EXCHANGE = web.AppKey("exchange", Exchange)
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    data = body if isinstance(body, bytes) else encode(body)
+    return web.Response(body=data, status=status, content_type="application/json")
+
+
+def _error(status: int, message: str, field: str | None = None) -> web.Response:
+    body: dict[str, Any] = {"error": message}
+    if field:
+        body["field"] = field
+    return _json(body, status)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                 ) -> web.StreamResponse:
+    """Every failure becomes a JSON error body with a status that says whose fault it is."""
+    try:
+        response = await handler(request)
+        if isinstance(response, web.HTTPException) and response.status >= 400:
+            return _error(response.status, response.reason)  # e.g. the static files' own 404
+        return response
+    except BadRequest as e:
+        return _json(e.body(), e.status)
+    except SequencerStopped as e:
+        return _error(503, f"not accepting orders: {e}")
+    except web.HTTPRequestEntityTooLarge:
+        return _error(413, f"body over {MAX_BODY} bytes")
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return _error(e.status, e.reason)
+    except (asyncio.TimeoutError, TimeoutError):
+        return _error(503, "timed out waiting for the log to become durable")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return _error(500, "internal error")
+
+
+def _account(request: web.Request) -> str:
+    header = request.headers.get("Authorization", "")
+    token = header[7:].strip() if header[:7].lower() == "bearer " else None
+    account = request.app[EXCHANGE].account(token)
+    if account is None:
+        raise BadRequest("missing or unknown token: send Authorization: Bearer <token>", None, 401)
+    return account
+
+
+async def _body(request: web.Request) -> Any:
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise BadRequest(f"body over {MAX_BODY} bytes", None, 413)
+    return protocol.decode_json(await request.read())
+
+
+def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    text = request.query.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, not {text!r}", name) from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}", name)
+    return value
+
+
+# ------------------------------------------------------------------ orders
+
+
+async def post_order(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    account = _account(request)
+    command = protocol.new_order(account, await _body(request), ex.engine.books)
+    status, body = protocol.answer(await ex.sequencer.submit(command))
+    return _json(body, status)
+
+
+async def delete_order(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    account = _account(request)
+    command = protocol.cancel(account, protocol.order_id(request.match_info["order_id"]))
+    status, body = protocol.answer(await ex.sequencer.submit(command))
+    return _json(body, status)
+
+
+async def patch_order(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    account = _account(request)
+    order_id = protocol.order_id(request.match_info["order_id"])
+    command = protocol.amend(account, order_id, await _body(request))
+    status, body = protocol.answer(await ex.sequencer.submit(command))
+    return _json(body, status)
+
+
+async def get_order(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    account = _account(request)
+    order_id = protocol.order_id(request.match_info["order_id"])
+    seq = ex.engine.last_seq
+    state = ex.engine.order_state(account, order_id)
+    await ex.feed.wait_durable(seq)
+    if state is None:
+        return _json(*reversed(protocol.refusal(Reason.UNKNOWN_ORDER)))
+    return _json(state)
+
+
+async def list_orders(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    account = _account(request)
+    status = request.query.get("status", "open")
+    if status != "open":
+        raise BadRequest("status must be 'open'", "status")
+    seq = ex.engine.last_seq
+    orders = ex.engine.open_order_states(account)
+    await ex.feed.wait_durable(seq)
+    return _json({"orders": orders})
+
+
+# ------------------------------------------------------------------ market data
+
+
+def _symbol(request: web.Request, name: str | None) -> str:
+    ex = request.app[EXCHANGE]
+    if name is None or name not in ex.feed.mirrors:
+        raise BadRequest(f"unknown symbol {name!r}", "symbol", 404 if "symbol" in request.match_info else 400)
+    return name
+
+
+async def get_book(request: web.Request) -> web.Response:
+    symbol = _symbol(request, request.match_info["symbol"])
+    depth = _int_param(request, "depth", 20, 1, 1000)
+    return _json(request.app[EXCHANGE].feed.book(symbol, depth))
+
+
+async def get_trades(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    symbol = request.query.get("symbol")
+    if symbol is not None:
+        _symbol(request, symbol)
+    after = _int_param(request, "after", 0, 0, 1 << 62)
+    limit = _int_param(request, "limit", 100, 1, 1000)
+    return _json(await ex.store.trades(symbol, after, limit))
+
+
+async def get_bars(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    symbol = _symbol(request, request.query.get("symbol"))
+    interval = request.query.get("interval", "1m")
+    if interval not in INTERVALS:
+        raise BadRequest(f"interval must be one of {', '.join(INTERVALS)}", "interval")
+    now = int(time.time() * 1000)
+    to = _int_param(request, "to", now + 1, 0, 1 << 50)
+    start = _int_param(request, "from", to - 3_600_000, 0, 1 << 50)
+    if start >= to:
+        raise BadRequest("from must be before to", "from")
+    return _json(await ex.store.bars(symbol, INTERVALS[interval], start, to))
+
+
+async def get_symbols(request: web.Request) -> web.Response:
+    feed = request.app[EXCHANGE].feed
+    symbols = []
+    for name in sorted(feed.mirrors):
+        mirror = feed.mirrors[name]
+        bid, ask = mirror.best()
+        symbols.append({"symbol": name, "bestBid": bid, "bestAsk": ask, "last": mirror.last})
+    return _json({"symbols": symbols})
+
+
+async def get_health(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    body = {
+        "status": "ok" if not ex.sequencer.failed else "failed",
+        "seq": ex.feed.durable_seq,
+        "durability": ex.sequencer.durability.value,
+        "symbols": sorted(ex.feed.mirrors),
+        "uptimeSeconds": round(time.time() - ex.started, 3),
+    }
+    if ex.sequencer.failed:
+        body["error"] = ex.sequencer.failed
+        return _json(body, 503)
+    return _json(body)
+
+
+async def get_metrics(request: web.Request) -> web.Response:
+    return web.Response(text=render_metrics(request.app[EXCHANGE]), content_type="text/plain",
+                        charset="utf-8", headers={"X-Content-Type-Options": "nosniff"})
+
+
+async def get_openapi(request: web.Request) -> web.Response:
+    return _json(OPENAPI)
+
+
+async def get_static(request: web.Request) -> web.StreamResponse:
+    """The browser page: every file of web/ at its own path, index.html at `/`."""
+    root = request.app[EXCHANGE].web_dir.resolve()
+    name = request.match_info.get("path") or "index.html"
+    path = (root / name).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return _error(404, f"not found: /{name}")
+    return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+
+# ------------------------------------------------------------------ WebSocket
+
+
+async def websocket(request: web.Request) -> web.WebSocketResponse:
+    ex = request.app[EXCHANGE]
+    ws = web.WebSocketResponse(max_msg_size=MAX_BODY, heartbeat=30.0)
+    await ws.prepare(request)
+    sub = Subscriber(ex.feed, ws)
+    ex.feed.attach(sub)
+    writer = asyncio.create_task(sub.write_loop())
+    session = _WsSession(ex, sub)
+    token = request.query.get("token")
+    if token is not None:
+        session.auth(token)
+    try:
+        async for msg in ws:
+            ex.counters["ws_messages"] += 1
+            if msg.type is WSMsgType.TEXT:
+                session.handle(msg.data)
+            elif msg.type is WSMsgType.BINARY:
+                session.error("binary frames are not supported: send JSON text")
+            elif msg.type is WSMsgType.ERROR:
+                break
+    finally:
+        ex.feed.detach(sub)
+        writer.cancel()
+    return ws
+
+
+class _WsSession:
+    """One connection's requests: auth, subscriptions and order entry correlated by id."""
+
+    def __init__(self, ex: Exchange, sub: Subscriber) -> None:
+        self.ex = ex
+        self.sub = sub
+        self.in_flight = 0
+
+    def error(self, message: str, **extra: Any) -> None:
+        self.sub.reply(encode({"type": "error", "error": message, **extra}))
+
+    def auth(self, token: Any) -> None:
+        account = self.ex.account(token) if isinstance(token, str) else None
+        if account is None:
+            self.error("unknown token", op="auth")
+            return
+        self.ex.feed.authenticate(self.sub, account)
+        self.sub.reply(encode({"type": "auth", "account": account}))
+
+    def handle(self, raw: str) -> None:
+        try:
+            message = protocol.decode_json(raw)
+        except BadRequest as e:
+            self.error(e.message)
+            return
+        if not isinstance(message, dict):
+            self.error("expected a JSON object with an 'op'")
+            return
+        op = message.pop("op", None)
+        if op == "ping":
+            self.sub.reply(b'{"type":"pong"}')
+        elif op == "auth":
+            self.auth(message.get("token"))
+        elif op in ("subscribe", "unsubscribe"):
+            self.subscription(op, message.get("symbols"))
+        elif op in ("order", "cancel", "amend"):
+            self.request(op, message)
+        else:
+            self.error(f"unknown op {op!r}: expected auth, subscribe, unsubscribe, order, cancel, amend, ping")
+
+    def subscription(self, op: str, symbols: Any) -> None:
+        feed = self.ex.feed
+        if not isinstance(symbols, list) or not symbols or not all(isinstance(s, str) for s in symbols):
+            self.error("symbols must be a non-empty list of symbol names", op=op)
+            return
+        unknown = [s for s in symbols if s not in feed.mirrors]
+        if unknown:
+            self.error(f"unknown symbols: {', '.join(map(str, unknown[:10]))}", op=op, field="symbols")
+            return
+        for symbol in dict.fromkeys(symbols):
+            if op == "subscribe":
+                feed.subscribe(self.sub, symbol)
+            else:
+                feed.unsubscribe(self.sub, symbol)
+
+    def request(self, op: str, message: dict[str, Any]) -> None:
+        request_id = message.pop("id", None)
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            self.error("every order, cancel and amend needs an 'id' (string or integer)", op=op)
+            return
+        if self.sub.account is None:
+            self._result(request_id, 401, encode({"error": "authenticate first: {\"op\": \"auth\", \"token\": ...}"}))
+            return
+        if self.in_flight >= MAX_WS_IN_FLIGHT:
+            self._result(request_id, 429, encode({"error": f"more than {MAX_WS_IN_FLIGHT} requests in flight"}))
+            return
+        try:
+            command = self._command(op, self.sub.account, message)
+        except BadRequest as e:
+            self._result(request_id, e.status, encode(e.body()))
+            return
+        self.in_flight += 1
+        asyncio.ensure_future(self._submit(request_id, command))
+
+    def _command(self, op: str, account: str, message: dict[str, Any]) -> Any:
+        if op == "order":
+            return protocol.new_order(account, message, self.ex.engine.books)
+        order_id = protocol.order_id(message.pop("orderId", None))
+        if op == "cancel":
+            if message:
+                raise BadRequest(f"unknown fields for cancel: {', '.join(map(str, message))}")
+            return protocol.cancel(account, order_id)
+        return protocol.amend(account, order_id, message)
+
+    async def _submit(self, request_id: str | int, command: Any) -> None:
+        try:
+            status, body = protocol.answer(await self.ex.sequencer.submit(command))
+        except SequencerStopped as e:
+            status, body = 503, encode({"error": f"not accepting orders: {e}"})
+        except Exception:
+            log.exception("order entry over WebSocket failed")
+            status, body = 500, encode({"error": "internal error"})
+        finally:
+            self.in_flight -= 1
+        self._result(request_id, status, body)
+
+    def _result(self, request_id: str | int, status: int, body: bytes) -> None:
+        self.sub.reply(encode({"type": "result", "id": request_id, "status": status, "body": msgspec.Raw(body)}))
+
+
+# ------------------------------------------------------------------ the application
+
+
+def make_app(exchange: Exchange) -> web.Application:
+    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY)
+    app[EXCHANGE] = exchange
+    r = app.router
+    r.add_post("/orders", post_order)
+    r.add_get("/orders", list_orders)
+    r.add_get("/orders/{order_id}", get_order)
+    r.add_delete("/orders/{order_id}", delete_order)
+    r.add_patch("/orders/{order_id}", patch_order)
+    r.add_get("/book/{symbol}", get_book)
+    r.add_get("/trades", get_trades)
+    r.add_get("/bars", get_bars)
+    r.add_get("/symbols", get_symbols)
+    r.add_get("/health", get_health)
+    r.add_get("/metrics", get_metrics)
+    r.add_get("/openapi.json", get_openapi)
+    r.add_get("/ws", websocket)
+    r.add_get("/{path:.*}", get_static)
+    return app

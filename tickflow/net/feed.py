@@ -1,0 +1,289 @@
+"""The market-data feed: a mirror of the books as of the last durable batch, and its subscribers.
+
+The sequencer may match a batch before the previous one is synced, so the engine's books can be
+ahead of what is durable. Everything the outside world reads (snapshots, `GET /book`) comes from
+this mirror instead, which only moves when a durable batch is published: a snapshot and the
+updates after it always fit together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any, Iterable
+
+from aiohttp import web
+
+from tickflow.core.types import LevelChange, OrderState, Outcome
+from tickflow.net.protocol import PublicTrade, encode, public_trade
+
+log = logging.getLogger(__name__)
+
+RECENT_TRADES = 50
+BUFFER_MESSAGES = 2048
+"""Messages a subscriber may have queued before it counts as slow."""
+MAX_RESYNCS = 3
+"""Slow-consumer resyncs tolerated within RESYNC_WINDOW seconds before the connection is closed."""
+RESYNC_WINDOW = 10.0
+
+
+class SymbolMirror:
+    """One symbol's durable levels, the seq of its last update and its recent trades."""
+
+    __slots__ = ("bids", "asks", "seq", "trades", "last")
+
+    def __init__(self, seq: int) -> None:
+        self.bids: dict[int, tuple[int, int]] = {}
+        self.asks: dict[int, tuple[int, int]] = {}
+        self.seq = seq
+        self.trades: deque[PublicTrade | dict[str, Any]] = deque(maxlen=RECENT_TRADES)
+        self.last: int | None = None
+
+    def apply(self, change: LevelChange) -> None:
+        levels = self.bids if change.side == "buy" else self.asks
+        if change.qty:
+            levels[change.price] = (change.qty, change.orders)
+        else:
+            levels.pop(change.price, None)
+
+    def sorted(self, depth: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
+        bids = sorted(self.bids, reverse=True)[:depth] if depth else sorted(self.bids, reverse=True)
+        asks = sorted(self.asks)[:depth] if depth else sorted(self.asks)
+        return ([[p, *self.bids[p]] for p in bids], [[p, *self.asks[p]] for p in asks])
+
+    def best(self) -> tuple[int | None, int | None]:
+        return (max(self.bids) if self.bids else None, min(self.asks) if self.asks else None)
+
+
+class Subscriber:
+    """One WebSocket connection: its symbols, its account and its own bounded send buffer."""
+
+    def __init__(self, feed: "Feed", ws: web.WebSocketResponse) -> None:
+        self.feed = feed
+        self.ws = ws
+        self.symbols: set[str] = set()
+        self.account: str | None = None
+        self.buffer: deque[str | bytes] = deque()
+        self.replies: deque[str | bytes] = deque()
+        self.wake = asyncio.Event()
+        self.resyncs: deque[float] = deque()
+        self.closed = False
+
+    def send(self, message: str | bytes) -> None:
+        """Queue feed data; a full buffer is dropped and replaced by a resync, never waited for."""
+        if self.closed:
+            return
+        if len(self.buffer) >= BUFFER_MESSAGES:
+            self._resync()
+            return
+        self.buffer.append(message)
+        self.wake.set()
+
+    def reply(self, message: str | bytes) -> None:
+        """Queue an answer to this connection's own request (bounded by its requests in flight)."""
+        if not self.closed:
+            self.replies.append(message)
+            self.wake.set()
+
+    def _resync(self) -> None:
+        now = asyncio.get_running_loop().time()
+        self.resyncs.append(now)
+        while self.resyncs and now - self.resyncs[0] > RESYNC_WINDOW:
+            self.resyncs.popleft()
+        self.buffer.clear()
+        self.feed.stats_resyncs += 1
+        if len(self.resyncs) > MAX_RESYNCS:
+            log.info("closing a WebSocket client that keeps falling behind")
+            self.closed = True
+            asyncio.ensure_future(self.ws.close(code=1013, message=b"too slow: fell behind the feed"))
+            return
+        self.buffer.append(encode({"type": "resync", "reason": "slow consumer"}))
+        for symbol in sorted(self.symbols):
+            self.buffer.append(self.feed.snapshot(symbol))
+        self.wake.set()
+
+    async def write_loop(self) -> None:
+        """Drain this connection's buffers; only this connection waits on its socket."""
+        ws = self.ws
+        try:
+            while not self.closed:
+                await self.wake.wait()
+                self.wake.clear()
+                while self.replies or self.buffer:
+                    queue = self.replies if self.replies else self.buffer
+                    message = queue.popleft()
+                    if isinstance(message, bytes):
+                        await ws.send_bytes(message)
+                    else:
+                        await ws.send_str(message)
+        except (ConnectionError, RuntimeError, asyncio.CancelledError):
+            pass
+        finally:
+            self.closed = True
+
+
+class Feed:
+    """Publishes durable batches to subscribers and answers snapshot and book reads."""
+
+    def __init__(self) -> None:
+        self.mirrors: dict[str, SymbolMirror] = {}
+        self.subscribers: set[Subscriber] = set()
+        self.by_symbol: dict[str, set[Subscriber]] = {}
+        self.by_account: dict[str, set[Subscriber]] = {}
+        self.durable_seq = 0
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.stats_resyncs = 0
+
+    # ------------------------------------------------------------------ state
+
+    def load(self, symbol: str, seq: int, bids: Iterable[LevelChange], asks: Iterable[LevelChange],
+             trades: Iterable[dict[str, Any]]) -> None:
+        """Start a symbol's mirror from a recovered engine (the log on disk is its durable state)."""
+        mirror = self.mirrors[symbol] = SymbolMirror(seq)
+        for change in (*bids, *asks):
+            mirror.apply(change)
+        for trade in trades:
+            mirror.trades.append(trade)
+            mirror.last = trade["price"]
+        self.by_symbol.setdefault(symbol, set())
+        self.durable_seq = max(self.durable_seq, seq)
+
+    def publish(self, outcomes: list[Outcome]) -> None:
+        """Sequencer listener: called with each durable batch, in order."""
+        batch: dict[str, _SymbolBatch] = {}
+        private: list[OrderState] = []
+        for outcome in outcomes:
+            if outcome.result is not None and outcome.error is None:
+                private.append(outcome.result)
+            private.extend(outcome.updates)
+            for change in outcome.book:
+                entry = batch.get(change.symbol) or batch.setdefault(change.symbol, _SymbolBatch())
+                entry.levels[(change.side, change.price)] = change
+                entry.seq = outcome.seq
+            for trade in outcome.trades:
+                entry = batch.get(trade.symbol) or batch.setdefault(trade.symbol, _SymbolBatch())
+                entry.trades.append(public_trade(trade))
+                entry.seq = outcome.seq
+        if outcomes:
+            self.durable_seq = outcomes[-1].seq
+        for symbol, entry in batch.items():
+            self._publish_symbol(symbol, entry)
+        if private and self.by_account:
+            for state in private:
+                subs = self.by_account.get(state.account)
+                if subs:
+                    message = encode({"type": "order", "order": state})
+                    for sub in subs:
+                        sub.send(message)
+        self._wake_waiters()
+
+    def _publish_symbol(self, symbol: str, entry: "_SymbolBatch") -> None:
+        mirror = self.mirrors.get(symbol)
+        if mirror is None:
+            mirror = self.mirrors[symbol] = SymbolMirror(0)
+            self.by_symbol.setdefault(symbol, set())
+        bids, asks = [], []
+        for change in entry.levels.values():
+            mirror.apply(change)
+            (bids if change.side == "buy" else asks).append([change.price, change.qty, change.orders])
+        if entry.trades:
+            mirror.trades.extend(entry.trades)
+            mirror.last = entry.trades[-1].price
+        subs = self.by_symbol.get(symbol)
+        if subs:
+            message = encode({"type": "update", "symbol": symbol, "seq": entry.seq, "prevSeq": mirror.seq,
+                              "bids": bids, "asks": asks, "trades": entry.trades})
+            for sub in subs:
+                sub.send(message)
+        mirror.seq = entry.seq
+
+    def add_symbol(self, symbol: str, seq: int) -> None:
+        if symbol not in self.mirrors:
+            self.mirrors[symbol] = SymbolMirror(seq)
+            self.by_symbol.setdefault(symbol, set())
+
+    # ------------------------------------------------------------------ reads
+
+    async def wait_durable(self, seq: int, timeout: float = 10.0) -> None:
+        """Return once everything up to `seq` is durable, so a read never shows undurable state."""
+        if seq <= self.durable_seq:
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((seq, future))
+        await asyncio.wait_for(future, timeout)
+
+    def _wake_waiters(self) -> None:
+        if not self._waiters:
+            return
+        durable = self.durable_seq
+        waiting = []
+        for seq, future in self._waiters:
+            if seq <= durable:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                waiting.append((seq, future))
+        self._waiters = waiting
+
+    def snapshot(self, symbol: str) -> bytes:
+        mirror = self.mirrors[symbol]
+        bids, asks = mirror.sorted()
+        return encode({"type": "snapshot", "symbol": symbol, "seq": mirror.seq, "bids": bids,
+                       "asks": asks, "trades": list(mirror.trades)})
+
+    def book(self, symbol: str, depth: int) -> dict[str, Any]:
+        mirror = self.mirrors[symbol]
+        bids, asks = mirror.sorted(depth)
+        return {
+            "symbol": symbol,
+            "seq": mirror.seq,
+            "bids": [{"price": p, "qty": q, "orders": n} for p, q, n in bids],
+            "asks": [{"price": p, "qty": q, "orders": n} for p, q, n in asks],
+        }
+
+    # ------------------------------------------------------------------ subscribers
+
+    def attach(self, sub: Subscriber) -> None:
+        self.subscribers.add(sub)
+
+    def detach(self, sub: Subscriber) -> None:
+        sub.closed = True
+        sub.wake.set()
+        self.subscribers.discard(sub)
+        for symbol in sub.symbols:
+            self.by_symbol.get(symbol, set()).discard(sub)
+        if sub.account is not None:
+            subs = self.by_account.get(sub.account)
+            if subs is not None:
+                subs.discard(sub)
+                if not subs:
+                    del self.by_account[sub.account]
+
+    def subscribe(self, sub: Subscriber, symbol: str) -> None:
+        sub.symbols.add(symbol)
+        self.by_symbol[symbol].add(sub)
+        sub.send(self.snapshot(symbol))
+
+    def unsubscribe(self, sub: Subscriber, symbol: str) -> None:
+        sub.symbols.discard(symbol)
+        self.by_symbol.get(symbol, set()).discard(sub)
+
+    def authenticate(self, sub: Subscriber, account: str) -> None:
+        if sub.account is not None:
+            subs = self.by_account.get(sub.account)
+            if subs:
+                subs.discard(sub)
+        sub.account = account
+        self.by_account.setdefault(account, set()).add(sub)
+
+
+class _SymbolBatch:
+    """What one durable batch did to one symbol: final level totals and trades, in order."""
+
+    __slots__ = ("levels", "trades", "seq")
+
+    def __init__(self) -> None:
+        self.levels: dict[tuple[str, int], LevelChange] = {}
+        self.trades: list[PublicTrade] = []
+        self.seq = 0

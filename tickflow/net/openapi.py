@@ -1,0 +1,157 @@
+"""`GET /openapi.json`: an OpenAPI 3.1 description of every HTTP endpoint (kept true by tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tickflow.core.types import MAX_PRICE, MAX_QTY
+
+INT = {"type": "integer"}
+NULLABLE_INT = {"type": ["integer", "null"]}
+SIDE = {"type": "string", "enum": ["buy", "sell"]}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(props: dict[str, Any], required: list[str] | None = None, extra: bool = False) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": list(props) if required is None else required,
+            "additionalProperties": extra}
+
+
+def _json(schema: dict[str, Any], about: str) -> dict[str, Any]:
+    return {"description": about, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    about = {400: "bad input", 401: "no or unknown token", 404: "unknown order or symbol",
+             409: "not open any more, or clientOrderId reused", 413: "body too large",
+             503: "shutting down or log failed"}
+    return {str(c): _json(_ref("Error"), about[c]) for c in codes}
+
+
+FILL = _obj({"tradeId": INT, "price": INT, "qty": INT})
+ORDER = _obj({
+    "orderId": INT, "clientOrderId": {"type": ["string", "null"]}, "account": {"type": "string"},
+    "symbol": {"type": "string"}, "side": SIDE, "type": {"type": "string", "enum": ["limit", "market"]},
+    "price": INT, "qty": INT, "tif": {"type": "string", "enum": ["gtc", "ioc", "fok"]},
+    "postOnly": {"type": "boolean"},
+    "status": {"type": "string", "enum": ["new", "partially_filled", "filled", "cancelled", "rejected"]},
+    "filledQty": INT, "remainingQty": INT, "fills": {"type": "array", "items": _ref("Fill")},
+    "reason": {"type": ["string", "null"]}, "seq": INT, "ts": INT,
+})
+ORDER_REQUEST = _obj({
+    "symbol": {"type": "string"}, "side": SIDE,
+    "type": {"type": "string", "enum": ["limit", "market"], "default": "limit"},
+    "price": {"type": "integer", "minimum": 1, "maximum": MAX_PRICE},
+    "qty": {"type": "integer", "minimum": 1, "maximum": MAX_QTY},
+    "tif": {"type": "string", "enum": ["gtc", "ioc", "fok"], "default": "gtc"},
+    "postOnly": {"type": "boolean", "default": False},
+    "clientOrderId": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9._:-]+$"},
+}, required=["symbol", "side", "qty"])
+AMEND_REQUEST = _obj({
+    "qty": {"type": "integer", "minimum": 1, "maximum": MAX_QTY},
+    "price": {"type": "integer", "minimum": 1, "maximum": MAX_PRICE},
+}, required=[])
+ERROR = _obj({"error": {"type": "string"}, "field": {"type": "string"}, "code": {"type": "string"},
+              "order": _ref("Order"), "original": _ref("Order")}, required=["error"])
+LEVEL = _obj({"price": INT, "qty": INT, "orders": INT})
+BOOK = _obj({"symbol": {"type": "string"}, "seq": INT, "bids": {"type": "array", "items": _ref("Level")},
+             "asks": {"type": "array", "items": _ref("Level")}})
+TRADE = _obj({"tradeId": INT, "symbol": {"type": "string"}, "price": INT, "qty": INT, "buyOrderId": INT,
+              "sellOrderId": INT, "aggressor": SIDE, "seq": INT, "ts": INT})
+BAR = _obj({"t": INT, "open": INT, "high": INT, "low": INT, "close": INT, "volume": INT,
+            "vwap": {"type": "number"}})
+SYMBOL = _obj({"symbol": {"type": "string"}, "bestBid": NULLABLE_INT, "bestAsk": NULLABLE_INT,
+               "last": NULLABLE_INT})
+HEALTH = _obj({"status": {"type": "string", "enum": ["ok", "failed"]}, "seq": INT,
+               "durability": {"type": "string", "enum": ["none", "group", "order"]},
+               "symbols": {"type": "array", "items": {"type": "string"}}, "uptimeSeconds": {"type": "number"},
+               "error": {"type": "string"}}, required=["status", "seq", "durability"])
+
+AUTH = [{"bearer": []}]
+ORDER_ID = {"name": "orderId", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+
+
+def _query(name: str, schema: dict[str, Any], required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": schema}
+
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "tickflow", "version": "0.1.0",
+             "description": "An order book that survives kill -9. See docs/protocol.md for the WebSocket."},
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {"Order": ORDER, "Fill": FILL, "OrderRequest": ORDER_REQUEST, "AmendRequest": AMEND_REQUEST,
+                    "Error": ERROR, "Level": LEVEL, "Book": BOOK, "Trade": TRADE, "Bar": BAR,
+                    "Symbol": SYMBOL, "Health": HEALTH},
+    },
+    "paths": {
+        "/orders": {
+            "post": {
+                "summary": "Place an order (idempotent with clientOrderId)", "security": AUTH,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("OrderRequest")}}},
+                "responses": {"200": _json(_ref("Order"), "the order as the command left it"),
+                              **_errors(400, 401, 409, 413, 503)},
+            },
+            "get": {
+                "summary": "The caller's open orders, oldest first", "security": AUTH,
+                "parameters": [_query("status", {"type": "string", "enum": ["open"], "default": "open"})],
+                "responses": {"200": _json(_obj({"orders": {"type": "array", "items": _ref("Order")}}), "open orders"),
+                              **_errors(400, 401)},
+            },
+        },
+        "/orders/{orderId}": {
+            "parameters": [ORDER_ID],
+            "get": {"summary": "An order's current state", "security": AUTH,
+                    "responses": {"200": _json(_ref("Order"), "the order"), **_errors(401, 404)}},
+            "delete": {"summary": "Cancel an order", "security": AUTH,
+                       "responses": {"200": _json(_ref("Order"), "the cancelled order"),
+                                     **_errors(401, 404, 409, 503)}},
+            "patch": {
+                "summary": "Amend an order's quantity and/or price", "security": AUTH,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("AmendRequest")}}},
+                "responses": {"200": _json(_ref("Order"), "the amended order"),
+                              **_errors(400, 401, 404, 409, 413, 503)},
+            },
+        },
+        "/book/{symbol}": {
+            "get": {
+                "summary": "Price levels, best first",
+                "parameters": [{"name": "symbol", "in": "path", "required": True, "schema": {"type": "string"}},
+                               _query("depth", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20})],
+                "responses": {"200": _json(_ref("Book"), "the book"), **_errors(400, 404)},
+            }
+        },
+        "/trades": {
+            "get": {
+                "summary": "Trades in trade-id order",
+                "parameters": [_query("symbol", {"type": "string"}),
+                               _query("after", {"type": "integer", "minimum": 0, "default": 0}),
+                               _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})],
+                "responses": {"200": _json({"type": "array", "items": _ref("Trade")}, "trades"), **_errors(400)},
+            }
+        },
+        "/bars": {
+            "get": {
+                "summary": "OHLC and VWAP bars computed in SQL",
+                "parameters": [_query("symbol", {"type": "string"}, True),
+                               _query("interval", {"type": "string", "enum": ["1m", "5m", "15m", "1h"],
+                                                   "default": "1m"}),
+                               _query("from", {"type": "integer", "minimum": 0}),
+                               _query("to", {"type": "integer", "minimum": 0})],
+                "responses": {"200": _json({"type": "array", "items": _ref("Bar")}, "bars"), **_errors(400)},
+            }
+        },
+        "/symbols": {"get": {"summary": "Symbols with best bid, best ask and last price", "responses": {
+            "200": _json(_obj({"symbols": {"type": "array", "items": _ref("Symbol")}}), "symbols")}}},
+        "/health": {"get": {"summary": "Ready and healthy?", "responses": {
+            "200": _json(_ref("Health"), "serving"), "503": _json(_ref("Health"), "the log device failed")}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
+            "200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+        "/openapi.json": {"get": {"summary": "This document", "responses": {
+            "200": _json({"type": "object"}, "OpenAPI 3.1")}}},
+    },
+}

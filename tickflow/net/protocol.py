@@ -1,0 +1,197 @@
+"""Wire messages: request bodies validated into commands, results and errors encoded as JSON.
+
+Validation happens here, before anything is queued: input that fails it is answered with a 4xx and
+never reaches the log. The engine re-checks its own rules, so a command that slips past still gets
+a result, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from tickflow.core.types import (
+    MAX_CLIENT_ORDER_ID,
+    MAX_PRICE,
+    MAX_QTY,
+    Amend,
+    Cancel,
+    NewOrder,
+    OrderState,
+    Outcome,
+    Reason,
+    Trade,
+)
+
+MAX_BODY = 64 * 1024
+Price = Annotated[int, Meta(ge=1, le=MAX_PRICE)]
+Qty = Annotated[int, Meta(ge=1, le=MAX_QTY)]
+ClientOrderId = Annotated[
+    str, Meta(min_length=1, max_length=MAX_CLIENT_ORDER_ID, pattern=r"^[A-Za-z0-9._:-]+$")
+]
+SYMBOL_PATTERN = re.compile(r"^[A-Z0-9._-]{1,16}$")
+
+
+class OrderRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    symbol: str
+    side: Literal["buy", "sell"]
+    qty: Qty
+    type: Literal["limit", "market"] = "limit"
+    price: Price | None = None
+    tif: Literal["gtc", "ioc", "fok"] = "gtc"
+    post_only: bool = False
+    client_order_id: ClientOrderId | None = None
+
+
+class AmendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    qty: Qty | None = None
+    price: Price | None = None
+
+
+class BadRequest(Exception):
+    """Input that cannot become a command: answered with 400 (or `status`) and never logged."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status = status
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+_AT = re.compile(r" - at `\$\.?([^`]*)`$")
+_NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `([^`]*)`")
+_json_decoder = msgspec.json.Decoder()
+encode = msgspec.json.Encoder().encode
+
+
+def _field_error(e: msgspec.ValidationError) -> BadRequest:
+    """Turn msgspec's message ("Expected `int` >= 1 - at `$.qty`") into a message and a field."""
+    text = str(e)
+    match = _AT.search(text)
+    field = match.group(1) if match else None
+    message = _AT.sub("", text)
+    named = _NAMED.match(message)
+    if named:  # "Object missing required field `qty`" names the field inside the message
+        inner = named.group(1)
+        return BadRequest(message, f"{field}.{inner}" if field else inner)
+    return BadRequest(f"{field}: {message}" if field else message, field or None)
+
+
+def decode_json(raw: bytes | str) -> Any:
+    try:
+        return _json_decoder.decode(raw)
+    except msgspec.DecodeError as e:
+        raise BadRequest(f"malformed JSON: {e}") from None
+
+
+def convert(data: Any, kind: type[msgspec.Struct]) -> Any:
+    if not isinstance(data, dict):
+        raise BadRequest("expected a JSON object")
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as e:
+        raise _field_error(e) from None
+
+
+def new_order(account: str, data: Any, symbols: set[str] | dict[str, Any]) -> NewOrder:
+    req: OrderRequest = convert(data, OrderRequest)
+    if req.symbol not in symbols:
+        raise BadRequest(f"unknown symbol {req.symbol!r}", "symbol")
+    if req.type == "limit":
+        if req.price is None:
+            raise BadRequest("a limit order needs a price", "price")
+        price = req.price
+    else:
+        if req.price is not None:
+            raise BadRequest("a market order takes no price", "price")
+        if req.post_only:
+            raise BadRequest("postOnly needs a limit order", "postOnly")
+        price = 0
+    if req.post_only and req.tif != "gtc":
+        raise BadRequest("postOnly needs tif gtc", "postOnly")
+    # A market order never rests: say so in its tif rather than echo a meaningless "gtc".
+    tif = "ioc" if req.type == "market" and req.tif == "gtc" else req.tif
+    return NewOrder(account, req.symbol, req.side, req.type, price, req.qty, tif, req.post_only,
+                    req.client_order_id)
+
+
+def amend(account: str, order_id: int, data: Any) -> Amend:
+    req: AmendRequest = convert(data, AmendRequest)
+    if req.qty is None and req.price is None:
+        raise BadRequest("nothing to amend: give qty, price or both")
+    return Amend(account, order_id, req.qty, req.price)
+
+
+def cancel(account: str, order_id: int) -> Cancel:
+    return Cancel(account, order_id)
+
+
+def order_id(text: Any) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise BadRequest(f"order id must be a positive integer, not {text!r}", "orderId", 404) from None
+    if not 0 < value < 1 << 62:
+        raise BadRequest(f"order id must be a positive integer, not {text!r}", "orderId", 404)
+    return value
+
+
+# ------------------------------------------------------------------ answers
+
+_ERRORS: dict[str, tuple[int, str, str | None]] = {
+    Reason.UNKNOWN_ORDER: (404, "unknown order", "orderId"),
+    Reason.NOT_OPEN: (409, "the order is not open any more", None),
+    Reason.DUPLICATE_MISMATCH: (
+        409, "clientOrderId was already used for a different order; the original stands", "clientOrderId"),
+    Reason.NOTHING_TO_AMEND: (400, "nothing to amend", None),
+    Reason.BAD_QTY: (400, f"qty must be between 1 and {MAX_QTY}", "qty"),
+    Reason.BAD_PRICE: (400, f"price must be between 1 and {MAX_PRICE}", "price"),
+    Reason.QTY_BELOW_FILLED: (400, "qty must be above the quantity already filled", "qty"),
+    Reason.POST_ONLY_WOULD_TAKE: (409, "a post-only order would take liquidity at that price", "price"),
+}
+
+
+def answer(outcome: Outcome) -> tuple[int, bytes]:
+    """The HTTP status and JSON body for a command's outcome."""
+    if outcome.error is None:
+        return 200, encode(outcome.result)
+    return refusal(outcome.error, outcome.result)
+
+
+def refusal(code: str, order: OrderState | None = None) -> tuple[int, bytes]:
+    """The status and error body for a refused command or read (`code` is a Reason)."""
+    status, message, field = _ERRORS.get(code, (400, code, None))
+    body: dict[str, Any] = {"error": message, "code": code}
+    if field:
+        body["field"] = field
+    if order is not None:
+        body["original" if code == Reason.DUPLICATE_MISMATCH else "order"] = order
+    return status, encode(body)
+
+
+class PublicTrade(msgspec.Struct, rename="camel"):
+    """A trade as everyone may see it: no accounts."""
+
+    trade_id: int
+    symbol: str
+    price: int
+    qty: int
+    buy_order_id: int
+    sell_order_id: int
+    aggressor: str
+    seq: int
+    ts: int
+
+
+def public_trade(t: Trade) -> PublicTrade:
+    return PublicTrade(t.trade_id, t.symbol, t.price, t.qty, t.buy_order_id, t.sell_order_id,
+                       t.aggressor, t.seq, t.ts)

@@ -1,0 +1,1 @@
+"""Test helpers for the log, the sequencer and crash/power-loss recovery."""

@@ -1,0 +1,213 @@
+"""The log's repair rules, after etcd's repair_test: torn tails are cut, corruption is refused.
+
+Every case checks exactly which records come back, what cut is reported, that the file on disk
+matches, and that the log takes new records that survive a reopen.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from helpers.logs import commands, open_log, payloads, replayed, write_log
+
+from tickflow.core.types import Command, NewOrder
+from tickflow.store.wal import HEADER_SIZE, CorruptLog, Cut, Wal, frame
+
+N = 24
+CMDS = commands(N)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> tuple[str, list[int], bytes]:
+    path = str(tmp_path / "test.wal")
+    offsets = write_log(path, CMDS)
+    return path, offsets, Path(path).read_bytes()
+
+
+def expected_hash(count: int) -> str:
+    """The state after the first `count` commands, applied straight to an engine."""
+    from tickflow.core.engine import Engine
+
+    engine = Engine()
+    for seq, command in enumerate(CMDS[:count], 1):
+        engine.apply(seq, 1_700_000_000_000 + seq - 1, command)
+    return engine.state_hash()
+
+
+HASHES = [expected_hash(i) for i in range(N + 1)]
+
+
+def check_recovers(path: str, count: int, cut: Cut | None) -> None:
+    """Opens to exactly `count` records with `cut`; the cut is on disk; appends survive a reopen."""
+    wal, engine, recovery = open_log(path)
+    assert (recovery.records, recovery.last_seq) == (count, count)
+    assert (recovery.cut.offset, recovery.cut.dropped) == (cut.offset, cut.dropped) if cut else recovery.cut is None
+    assert engine.state_hash() == HASHES[count]
+    size = os.path.getsize(path)
+    assert size == wal.size
+    more: list[Command] = [NewOrder("late", "ACME", "buy", "limit", 90, 3, client_order_id=f"late{count}")]
+    if count == 0:
+        more.insert(0, CMDS[0])
+    wal.append(payloads(more, first_seq=count + 1))
+    wal.sync()
+    wal.close()
+    engine, again = replayed(path)
+    assert again.cut is None
+    assert again.records == again.last_seq == count + len(more)
+    assert engine.idempotency[("late", f"late{count}")][1].seq == count + len(more)
+
+
+def test_an_intact_log_opens_whole(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, _ = log
+    check_recovers(path, N, None)
+
+
+def test_truncating_the_last_record_at_every_byte_keeps_the_ones_before(
+    log: tuple[str, list[int], bytes],
+) -> None:
+    path, offsets, data = log
+    start = offsets[-2]
+    for keep in range(start, offsets[-1]):
+        Path(path).write_bytes(data[:keep])
+        dropped = keep - start
+        check_recovers(path, N - 1, Cut(start, dropped, "") if dropped else None)
+
+
+def test_truncating_anywhere_keeps_exactly_the_complete_records(
+    log: tuple[str, list[int], bytes],
+) -> None:
+    path, offsets, data = log
+    for size in range(0, len(data) + 1, 3):
+        Path(path).write_bytes(data[:size])
+        count = sum(1 for end in offsets[1:] if end <= size)
+        wal, engine, recovery = open_log(path)
+        wal.close()
+        assert recovery.records == count
+        assert engine.state_hash() == HASHES[count]
+        assert os.path.getsize(path) == offsets[count]
+        assert (recovery.cut is None) == (size == offsets[count])
+
+
+def test_a_zeroed_tail_is_cut(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    start = offsets[-2]
+    for zero_from in range(start, offsets[-1]):
+        zeroed = data[:zero_from] + bytes(len(data) - zero_from)
+        Path(path).write_bytes(zeroed)
+        if zeroed == data:  # the record already ended in zero bytes: nothing changed
+            check_recovers(path, N, None)
+        else:
+            check_recovers(path, N - 1, Cut(start, len(data) - start, ""))
+
+
+def test_preallocated_zeros_after_the_last_record_are_cut(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    Path(path).write_bytes(data + bytes(4096))
+    check_recovers(path, N, Cut(len(data), 4096, ""))
+
+
+def test_garbage_after_the_log_is_cut(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    rng = random.Random(7)
+    for length in (1, 3, HEADER_SIZE - 1, HEADER_SIZE, HEADER_SIZE + 1, 40, 300):
+        garbage = rng.randbytes(length)
+        Path(path).write_bytes(data + garbage)
+        check_recovers(path, N, Cut(len(data), length, ""))
+
+
+def test_garbage_after_a_torn_record_is_cut(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    rng = random.Random(8)
+    start = offsets[-2]
+    for keep in (start + 1, start + HEADER_SIZE, offsets[-1] - 1):
+        garbage = rng.randbytes(50)
+        Path(path).write_bytes(data[:keep] + garbage)
+        check_recovers(path, N - 1, Cut(start, keep - start + 50, ""))
+
+
+def test_a_header_claiming_more_than_the_file_holds_is_a_torn_tail(
+    log: tuple[str, list[int], bytes],
+) -> None:
+    path, offsets, data = log
+    Path(path).write_bytes(data + frame(b"x" * 100)[:HEADER_SIZE + 10])
+    check_recovers(path, N, Cut(len(data), HEADER_SIZE + 10, ""))
+
+
+def test_a_bad_last_record_is_indistinguishable_from_a_tear_and_is_cut(
+    log: tuple[str, list[int], bytes],
+) -> None:
+    path, offsets, data = log
+    start = offsets[-2]
+    flipped = bytearray(data)
+    flipped[start + HEADER_SIZE + 3] ^= 0x10
+    Path(path).write_bytes(bytes(flipped))
+    check_recovers(path, N - 1, Cut(start, len(data) - start, ""))
+
+
+def assert_refused(path: str, offset: int, before: bytes, why: str = "") -> CorruptLog:
+    for _ in range(2):  # and refused again: the failed open changed nothing
+        with pytest.raises(CorruptLog) as info:
+            open_log(path)
+        assert info.value.offset == offset
+        assert f"offset {offset}" in str(info.value)
+        assert why in info.value.why
+        assert Path(path).read_bytes() == before, "a refused open must not truncate or change the file"
+    return info.value
+
+
+def test_a_flipped_bit_in_any_middle_record_refuses_to_open(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    rng = random.Random(1)
+    for i in range(N - 1):
+        start, end = offsets[i], offsets[i + 1]
+        position = rng.randrange(start, end)
+        flipped = bytearray(data)
+        flipped[position] ^= 1 << rng.randrange(8)
+        Path(path).write_bytes(bytes(flipped))
+        assert_refused(path, start, bytes(flipped))
+
+
+def test_every_byte_of_a_middle_record_is_covered(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    i = N // 2
+    for position in range(offsets[i], offsets[i + 1]):
+        flipped = bytearray(data)
+        flipped[position] ^= 0x80
+        Path(path).write_bytes(bytes(flipped))
+        assert_refused(path, offsets[i], bytes(flipped))
+
+
+def test_a_zeroed_middle_record_refuses_to_open(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    i = 3
+    zeroed = data[: offsets[i]] + bytes(offsets[i + 1] - offsets[i]) + data[offsets[i + 1]:]
+    Path(path).write_bytes(zeroed)
+    error = assert_refused(path, offsets[i], zeroed, "bad length 0")
+    assert "refusing to open" in str(error) and path in str(error)
+
+
+def test_the_records_before_corruption_are_still_yielded(log: tuple[str, list[int], bytes]) -> None:
+    """The refusal comes after the good prefix, so a tool can show how far the log is readable."""
+    path, offsets, data = log
+    flipped = bytearray(data)
+    flipped[offsets[5] + HEADER_SIZE] ^= 1
+    Path(path).write_bytes(bytes(flipped))
+    wal = Wal.open(path)
+    seen = []
+    with pytest.raises(CorruptLog):
+        for offset, _ in wal.replay():
+            seen.append(offset)
+    assert seen == offsets[:5]
+
+
+def test_an_empty_or_missing_log_opens_empty(tmp_path: Path) -> None:
+    path = str(tmp_path / "new.wal")
+    check_recovers(path, 0, None)
+    assert os.path.exists(path)
+
+
+def test_cut_describes_itself() -> None:
+    assert str(Cut(120, 7, "short payload")) == "cut a torn tail at byte 120: 7 bytes dropped (short payload)"

@@ -1,0 +1,956 @@
+"""An asyncio client for the tickflow wire protocol (docs/protocol.md), over aiohttp.
+
+Two halves, sharing one `aiohttp.ClientSession`:
+
+- `Client`: the HTTP calls (place, cancel, amend and get orders, open orders, book, trades, bars,
+  symbols, health), each returning a typed result or raising `ApiError` with the status and body.
+- `Session`: one WebSocket that keeps itself up. Order entry correlated by request id (any number in
+  flight), market data applied into a `LocalBook` per symbol (snapshot, then updates checked against
+  `prevSeq`; a gap re-subscribes), private order updates, and reconnection with exponential backoff
+  plus jitter that re-authenticates and re-subscribes. What happens is reported as `Event`s, to
+  listeners (`add_listener`) and to async iterators (`events()`).
+
+```python
+async with Client("http://127.0.0.1:8080", token="alice") as http:
+    order = await http.place_order("ACME", "buy", 10, price=10000)
+
+async with Session("http://127.0.0.1:8080", token="alice", symbols=["ACME"]) as ws:
+    order = await ws.place_order("ACME", "sell", 5, price=10002)
+    async for event in ws.events():
+        ...
+```
+
+Only the wire protocol is used: nothing here imports the engine, so the terminal client, the simulator
+and scripted users see the server exactly as any other client does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import aiohttp
+import msgspec
+from sortedcontainers import SortedDict
+
+log = logging.getLogger("tickflow.client")
+
+Side = Literal["buy", "sell"]
+OrderType = Literal["limit", "market"]
+Tif = Literal["gtc", "ioc", "fok"]
+ConnState = Literal["connecting", "connected", "reconnecting", "closed"]
+
+OPEN_STATUSES = frozenset({"new", "partially_filled"})
+
+# ------------------------------------------------------------------ wire types
+
+
+class Fill(msgspec.Struct, frozen=True, rename="camel"):
+    """One fill made by an order call, in execution order."""
+
+    trade_id: int
+    price: int
+    qty: int
+
+
+class Order(msgspec.Struct, rename="camel"):
+    """The order result: an order as the last command left it.
+
+    `status` is one of new, partially_filled, filled, cancelled, rejected; `reason` says why it was
+    cancelled or rejected (cancelled_by_user, post_only_would_take, ...). `price` is 0 or None for a
+    market order. `fills` holds only the fills made by the call that produced this result.
+    """
+
+    order_id: int
+    account: str
+    symbol: str
+    side: Side
+    type: OrderType
+    qty: int
+    status: str
+    price: int | None = None
+    client_order_id: str | None = None
+    tif: str = "gtc"
+    post_only: bool = False
+    filled_qty: int = 0
+    remaining_qty: int = 0
+    fills: list[Fill] = []
+    reason: str | None = None
+    seq: int = 0
+    ts: int = 0
+
+    @property
+    def is_open(self) -> bool:
+        """True while the order rests on the book (status new or partially_filled)."""
+        return self.status in OPEN_STATUSES
+
+
+class Trade(msgspec.Struct, frozen=True, rename="camel"):
+    """A public trade. `aggressor` is the side of the order that took liquidity."""
+
+    trade_id: int
+    symbol: str
+    price: int
+    qty: int
+    aggressor: Side
+    seq: int
+    ts: int
+    buy_order_id: int = 0
+    sell_order_id: int = 0
+
+
+class Level(msgspec.Struct, frozen=True, array_like=True):
+    """A price level: total quantity and number of orders at `price`."""
+
+    price: int
+    qty: int
+    orders: int
+
+
+class BookLevel(msgspec.Struct, frozen=True):
+    price: int
+    qty: int
+    orders: int
+
+
+class Book(msgspec.Struct, frozen=True):
+    """`GET /book/{symbol}`: best levels first; `seq` is the last command applied to this book."""
+
+    symbol: str
+    seq: int
+    bids: list[BookLevel]
+    asks: list[BookLevel]
+
+
+class Bar(msgspec.Struct, frozen=True):
+    """One OHLC bar; `t` is the bucket start in milliseconds since the epoch."""
+
+    t: int
+    open: int
+    high: int
+    low: int
+    close: int
+    volume: int
+    vwap: float | None = None
+
+
+class SymbolInfo(msgspec.Struct, frozen=True, rename="camel"):
+    symbol: str
+    best_bid: int | None = None
+    best_ask: int | None = None
+    last: int | None = None
+
+
+class Health(msgspec.Struct, frozen=True):
+    """`GET /health`; fields beyond these are kept in `Client.health_raw()`."""
+
+    status: str
+    seq: int = 0
+    durability: str | None = None
+
+
+class _OrderList(msgspec.Struct):
+    orders: list[Order]
+
+
+class _SymbolList(msgspec.Struct):
+    symbols: list[SymbolInfo]
+
+
+# WebSocket server messages, told apart by their "type" field.
+
+
+class _Snapshot(msgspec.Struct, tag_field="type", tag="snapshot", rename="camel"):
+    symbol: str
+    seq: int
+    bids: list[Level]
+    asks: list[Level]
+    trades: list[Trade] = []
+
+
+class _Update(msgspec.Struct, tag_field="type", tag="update", rename="camel"):
+    symbol: str
+    seq: int
+    prev_seq: int
+    bids: list[Level] = []
+    asks: list[Level] = []
+    trades: list[Trade] = []
+
+
+class _Result(msgspec.Struct, tag_field="type", tag="result"):
+    id: Any
+    status: int
+    body: msgspec.Raw
+
+
+class _OrderMsg(msgspec.Struct, tag_field="type", tag="order"):
+    order: Order
+
+
+class _Auth(msgspec.Struct, tag_field="type", tag="auth"):
+    account: str
+
+
+class _Resync(msgspec.Struct, tag_field="type", tag="resync"):
+    reason: str = ""
+
+
+class _Error(msgspec.Struct, tag_field="type", tag="error"):
+    error: str = ""
+    id: Any = None
+
+
+class _Pong(msgspec.Struct, tag_field="type", tag="pong"):
+    pass
+
+
+_ServerMsg = _Snapshot | _Update | _Result | _OrderMsg | _Auth | _Resync | _Error | _Pong
+_ws_decoder = msgspec.json.Decoder(_ServerMsg)
+_json = msgspec.json.Decoder()
+_encode = msgspec.json.Encoder().encode
+T = TypeVar("T")
+
+# ------------------------------------------------------------------ errors
+
+
+class TickflowError(Exception):
+    """Base class of everything this module raises."""
+
+
+class ApiError(TickflowError):
+    """The server answered 4xx/5xx. `body` is the parsed JSON error body (or the raw text)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        message = body.get("error") if isinstance(body, dict) else None
+        self.message: str = str(message if message is not None else body)
+        super().__init__(f"{status}: {self.message}")
+
+    @property
+    def field(self) -> str | None:
+        """The request field the server blames, when it names one."""
+        return self.body.get("field") if isinstance(self.body, dict) else None
+
+    @property
+    def order(self) -> Order | None:
+        """The order the error is about (`order` on 409 not-open, `original` on a reused clientOrderId)."""
+        if not isinstance(self.body, dict):
+            return None
+        data = self.body.get("order") or self.body.get("original")
+        return msgspec.convert(data, Order) if isinstance(data, dict) else None
+
+
+class NotConnected(TickflowError):
+    """A WebSocket call was made while the session is not connected (it may be reconnecting)."""
+
+
+class ConnectionLost(TickflowError):
+    """The WebSocket dropped while a call was in flight: its outcome is unknown.
+
+    Retrying with the same `clientOrderId` is safe: the server answers a retry with the original result.
+    """
+
+
+class AuthFailed(TickflowError):
+    """The server refused the session's token; the session stops rather than retry forever."""
+
+
+def _decode_body(raw: bytes) -> Any:
+    try:
+        return _json.decode(raw)
+    except msgspec.DecodeError:
+        return raw.decode("utf-8", "replace")
+
+
+def _order_fields(symbol: str, side: Side, qty: int, price: int | None, type: OrderType | None,
+                  tif: Tif, post_only: bool, client_order_id: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"symbol": symbol, "side": side,
+                            "type": type or ("limit" if price is not None else "market"), "qty": qty}
+    if price is not None:
+        body["price"] = price
+    if tif != "gtc":
+        body["tif"] = tif
+    if post_only:
+        body["postOnly"] = True
+    if client_order_id is not None:
+        body["clientOrderId"] = client_order_id
+    return body
+
+
+def _amend_fields(qty: int | None, price: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if qty is not None:
+        body["qty"] = qty
+    if price is not None:
+        body["price"] = price
+    return body
+
+
+def ws_url(url: str) -> str:
+    """The WebSocket address for a server's base URL: http://host:port → ws://host:port/ws."""
+    base = url.rstrip("/")
+    if base.startswith("http://"):
+        base = "ws://" + base[len("http://"):]
+    elif base.startswith("https://"):
+        base = "wss://" + base[len("https://"):]
+    return base if base.endswith("/ws") else base + "/ws"
+
+
+# ------------------------------------------------------------------ HTTP
+
+
+class Client:
+    """The HTTP half of the protocol. Every call raises `ApiError` on a 4xx/5xx answer.
+
+    A market order is sent when `price` is None and `type` is not given. Pass `session` to share an
+    `aiohttp.ClientSession`; otherwise one is made and closed by `close()` / `async with`.
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 10.0,
+                 session: aiohttp.ClientSession | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session = session
+        self._own_session = session is None
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+            self._own_session = True
+        return self._session
+
+    async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                      body: dict[str, Any] | None = None) -> Any:
+        """Send one request; return the decoded JSON body of a 2xx answer, raise `ApiError` otherwise."""
+        return _decode_body(await self._raw(method, path, params, body))
+
+    async def _raw(self, method: str, path: str, params: dict[str, Any] | None,
+                   body: dict[str, Any] | None) -> bytes:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        data = None
+        if body is not None:
+            data = _encode(body)
+            headers["Content-Type"] = "application/json"
+        query = {k: str(v) for k, v in (params or {}).items() if v is not None}
+        async with self._http().request(method, self.url + path, params=query, data=data,
+                                        headers=headers, timeout=self._timeout) as resp:
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise ApiError(resp.status, _decode_body(raw))
+            return raw
+
+    async def _typed(self, kind: type[T], method: str, path: str, params: dict[str, Any] | None = None,
+                     body: dict[str, Any] | None = None) -> T:
+        return msgspec.json.decode(await self._raw(method, path, params, body), type=kind)
+
+    async def place_order(self, symbol: str, side: Side, qty: int, price: int | None = None, *,
+                          type: OrderType | None = None, tif: Tif = "gtc", post_only: bool = False,
+                          client_order_id: str | None = None) -> Order:
+        """`POST /orders`. A book rejection is not an error: the result's `status` says "rejected"."""
+        fields = _order_fields(symbol, side, qty, price, type, tif, post_only, client_order_id)
+        return await self._typed(Order, "POST", "/orders", body=fields)
+
+    async def cancel_order(self, order_id: int) -> Order:
+        """`DELETE /orders/{id}`: 404 unknown or not yours, 409 not open any more."""
+        return await self._typed(Order, "DELETE", f"/orders/{order_id}")
+
+    async def amend_order(self, order_id: int, *, qty: int | None = None, price: int | None = None) -> Order:
+        """`PATCH /orders/{id}`: `qty` is the new total quantity (filled part included)."""
+        return await self._typed(Order, "PATCH", f"/orders/{order_id}", body=_amend_fields(qty, price))
+
+    async def get_order(self, order_id: int) -> Order:
+        return await self._typed(Order, "GET", f"/orders/{order_id}")
+
+    async def open_orders(self) -> list[Order]:
+        """The caller's open orders, oldest first."""
+        return (await self._typed(_OrderList, "GET", "/orders", {"status": "open"})).orders
+
+    async def book(self, symbol: str, depth: int = 20) -> Book:
+        return await self._typed(Book, "GET", f"/book/{symbol}", {"depth": depth})
+
+    async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100) -> list[Trade]:
+        """Trades with ids above `after`, in trade-id order, at most `limit` (1-1000)."""
+        params = {"symbol": symbol, "after": after, "limit": limit}
+        return await self._typed(list[Trade], "GET", "/trades", params)
+
+    async def bars(self, symbol: str, interval: str = "1m", from_ms: int | None = None,
+                   to_ms: int | None = None) -> list[Bar]:
+        """OHLC bars, oldest first; the server defaults to the last hour."""
+        params = {"symbol": symbol, "interval": interval, "from": from_ms, "to": to_ms}
+        return await self._typed(list[Bar], "GET", "/bars", params)
+
+    async def symbols(self) -> list[SymbolInfo]:
+        return (await self._typed(_SymbolList, "GET", "/symbols")).symbols
+
+    async def health(self) -> Health:
+        return await self._typed(Health, "GET", "/health")
+
+
+# ------------------------------------------------------------------ the local book
+
+
+class LocalBook:
+    """A symbol's book as the feed describes it: a snapshot, then level changes in `seq` order.
+
+    `live` is False until the first snapshot and again from a detected gap until the next snapshot;
+    while it is False the levels are stale and updates are ignored.
+    """
+
+    def __init__(self, symbol: str) -> None:
+        self.symbol = symbol
+        self.seq = 0
+        self.live = False
+        self._bids: SortedDict = SortedDict()  # -price -> (qty, orders): best bid first
+        self._asks: SortedDict = SortedDict()  # price -> (qty, orders): best ask first
+
+    def load(self, seq: int, bids: Iterable[Level], asks: Iterable[Level]) -> None:
+        """Replace everything with a snapshot."""
+        self._bids = SortedDict({-lv.price: (lv.qty, lv.orders) for lv in bids if lv.qty > 0})
+        self._asks = SortedDict({lv.price: (lv.qty, lv.orders) for lv in asks if lv.qty > 0})
+        self.seq = seq
+        self.live = True
+
+    def apply(self, seq: int, bids: Iterable[Level], asks: Iterable[Level]) -> None:
+        """Apply one update's level totals (`qty` 0 removes the level)."""
+        for lv in bids:
+            if lv.qty > 0:
+                self._bids[-lv.price] = (lv.qty, lv.orders)
+            else:
+                self._bids.pop(-lv.price, None)
+        for lv in asks:
+            if lv.qty > 0:
+                self._asks[lv.price] = (lv.qty, lv.orders)
+            else:
+                self._asks.pop(lv.price, None)
+        self.seq = seq
+
+    def bids(self, depth: int | None = None) -> list[Level]:
+        """Bid levels, best (highest) first."""
+        keys = self._bids.islice(0, depth)
+        return [Level(-k, *self._bids[k]) for k in keys]
+
+    def asks(self, depth: int | None = None) -> list[Level]:
+        """Ask levels, best (lowest) first."""
+        keys = self._asks.islice(0, depth)
+        return [Level(k, *self._asks[k]) for k in keys]
+
+    @property
+    def best_bid(self) -> Level | None:
+        return Level(-self._bids.keys()[0], *self._bids.values()[0]) if self._bids else None
+
+    @property
+    def best_ask(self) -> Level | None:
+        return Level(self._asks.keys()[0], *self._asks.values()[0]) if self._asks else None
+
+    @property
+    def spread(self) -> int | None:
+        bid, ask = self.best_bid, self.best_ask
+        return ask.price - bid.price if bid and ask else None
+
+    @property
+    def mid(self) -> float | None:
+        bid, ask = self.best_bid, self.best_ask
+        return (ask.price + bid.price) / 2 if bid and ask else None
+
+    def __len__(self) -> int:
+        return len(self._bids) + len(self._asks)
+
+
+# ------------------------------------------------------------------ session events
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    """The connection went `connecting` → `connected` → `reconnecting` (waiting `delay` s) → ... → `closed`."""
+
+    state: ConnState
+    attempt: int = 0
+    delay: float = 0.0
+    error: str | None = None
+    account: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BookChanged:
+    """`book` (the session's `LocalBook`) took a snapshot (`snapshot=True`) or an update."""
+
+    symbol: str
+    book: LocalBook
+    seq: int
+    snapshot: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TradesReceived:
+    """Trades not seen before on this session, oldest first (snapshot trades are de-duplicated)."""
+
+    symbol: str
+    trades: list[Trade]
+
+
+@dataclass(frozen=True, slots=True)
+class OrderChanged:
+    """A private update: one of the account's orders changed, whoever caused it."""
+
+    order: Order
+
+
+@dataclass(frozen=True, slots=True)
+class GapDetected:
+    """An update's `prevSeq` was not the `seq` held: the book is stale until the fresh snapshot."""
+
+    symbol: str
+    held_seq: int
+    prev_seq: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resynced:
+    """The server dropped our buffer (slow consumer); fresh snapshots follow."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServerError:
+    """A `{"type": "error"}` message: something we sent was refused."""
+
+    body: dict[str, Any]
+
+
+Event = StateChanged | BookChanged | TradesReceived | OrderChanged | GapDetected | Resynced | ServerError
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter: attempt n waits `min(maximum, initial * factor**n)`, less up to
+    `jitter` of it at random, so clients that lost the same server do not all return at once."""
+
+    initial: float = 0.2
+    maximum: float = 5.0
+    factor: float = 2.0
+    jitter: float = 0.5
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.maximum, self.initial * self.factor ** min(attempt, 32))
+        return base * (1.0 - self.jitter * self.rng.random())
+
+
+# ------------------------------------------------------------------ WebSocket session
+
+
+class Session:
+    """One WebSocket session that keeps itself connected.
+
+    `start()` (or `async with`) begins connecting in a background task; calls made while the session
+    is not connected raise `NotConnected`, and calls in flight when the connection drops raise
+    `ConnectionLost`. After every (re)connection the session authenticates (when it has a token),
+    subscribes again to `symbols` and waits for fresh snapshots; trades missed while away are fetched
+    over HTTP so `TradesReceived` has no holes.
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, symbols: Iterable[str] = (),
+                 reconnect: bool = True, backoff: Backoff | None = None, heartbeat: float = 5.0,
+                 request_timeout: float = 10.0, connect_timeout: float = 5.0,
+                 http: aiohttp.ClientSession | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.symbols: list[str] = list(dict.fromkeys(symbols))
+        self.books: dict[str, LocalBook] = {}
+        self.state: ConnState = "closed"
+        self.account: str | None = None
+        self.last_seq = 0
+        """The highest `seq` seen on any message: how far this client has followed the log."""
+        self.reconnects = 0
+        self.gaps = 0
+        self._reconnect = reconnect
+        self._backoff = backoff or Backoff()
+        self._heartbeat = heartbeat
+        self._request_timeout = request_timeout
+        self._connect_timeout = connect_timeout
+        self._http = http
+        self._own_http = http is None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
+        self._pongs: list[asyncio.Future[None]] = []
+        self._listeners: list[Callable[[Event], None]] = []
+        self._queues: list[asyncio.Queue[Event]] = []
+        self._connected = asyncio.Event()
+        self._closing = False
+        self._fatal: BaseException | None = None
+        self._last_trade: dict[str, int] = {}
+        self._http_client: Client | None = None
+        self._was_connected = False
+
+    # ---- life cycle
+
+    async def __aenter__(self) -> Session:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self, *, wait: bool = True, timeout: float | None = 10.0) -> None:
+        """Start connecting; with `wait`, return once connected (raise on `timeout` or bad token)."""
+        if self._task is None:
+            self._closing = False
+            if self._http is None or self._http.closed:
+                self._http = aiohttp.ClientSession()
+                self._own_http = True
+            self._task = asyncio.create_task(self._run(), name="tickflow-session")
+        if wait:
+            await self.wait_connected(timeout)
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until the session is connected (and authenticated)."""
+        if self._task is None:
+            raise NotConnected("the session was not started")
+        waiter = asyncio.ensure_future(self._connected.wait())
+        try:
+            await asyncio.wait({waiter, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if self._fatal is not None:
+            raise self._fatal
+        if not self._connected.is_set():
+            raise NotConnected(f"not connected to {self.url} after {timeout} s")
+
+    async def close(self) -> None:
+        """Close the connection and stop reconnecting."""
+        self._closing = True
+        if self._ws is not None:
+            await self._ws.close()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        if self._own_http and self._http is not None:
+            await self._http.close()
+            self._http = None
+        self._http_client = None
+        if self.state != "closed":
+            self._set_state("closed")
+
+    @property
+    def connected(self) -> bool:
+        return self.state == "connected"
+
+    @property
+    def http(self) -> Client:
+        """An HTTP `Client` with the same address, token and connection pool."""
+        if self._http_client is None:
+            if self._http is None or self._http.closed:
+                self._http = aiohttp.ClientSession()
+                self._own_http = True
+            self._http_client = Client(self.url, self.token, session=self._http)
+        return self._http_client
+
+    # ---- events
+
+    def add_listener(self, listener: Callable[[Event], None]) -> Callable[[], None]:
+        """Call `listener(event)` for every event, in the session's task; returns a remover."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    async def events(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
+        """Iterate over events from now on. A consumer that falls `maxsize` behind loses the oldest
+        (books stay right: each `BookChanged` carries the live `LocalBook`)."""
+        queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
+        self._queues.append(queue)
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if isinstance(event, StateChanged) and event.state == "closed" and self._closing:
+                    return
+        finally:
+            self._queues.remove(queue)
+
+    def _emit(self, event: Event) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("session listener failed on %r", event)
+        for queue in self._queues:
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(event)
+
+    def _set_state(self, state: ConnState, attempt: int = 0, delay: float = 0.0,
+                   error: str | None = None) -> None:
+        self.state = state
+        if state == "connected":
+            self._connected.set()
+        else:
+            self._connected.clear()
+        self._emit(StateChanged(state, attempt, delay, error, self.account))
+
+    # ---- market data
+
+    async def subscribe(self, *symbols: str) -> None:
+        """Follow these symbols (also after reconnecting); a snapshot of each follows."""
+        for s in symbols:
+            if s not in self.symbols:
+                self.symbols.append(s)
+        if self._ws is not None and not self._ws.closed and symbols:
+            await self._send({"op": "subscribe", "symbols": list(symbols)})
+
+    async def unsubscribe(self, *symbols: str) -> None:
+        for s in symbols:
+            if s in self.symbols:
+                self.symbols.remove(s)
+            book = self.books.get(s)
+            if book is not None:
+                book.live = False
+        if self._ws is not None and not self._ws.closed and symbols:
+            await self._send({"op": "unsubscribe", "symbols": list(symbols)})
+
+    # ---- order entry
+
+    async def request(self, op: dict[str, Any], timeout: float | None = None) -> tuple[int, bytes]:
+        """Send one order-entry message with a fresh `id`; return the answer's HTTP status and raw body."""
+        if self._ws is None or self._ws.closed or not self.connected:
+            raise NotConnected(f"not connected to {self.url} ({self.state})")
+        rid = next(self._ids)
+        future: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = future
+        try:
+            await self._send({**op, "id": rid})
+            return await asyncio.wait_for(future, timeout or self._request_timeout)
+        finally:
+            self._pending.pop(rid, None)
+
+    async def _order_call(self, op: dict[str, Any], timeout: float | None) -> Order:
+        status, raw = await self.request(op, timeout)
+        if status >= 400:
+            raise ApiError(status, _decode_body(raw))
+        return msgspec.json.decode(raw, type=Order)
+
+    async def place_order(self, symbol: str, side: Side, qty: int, price: int | None = None, *,
+                          type: OrderType | None = None, tif: Tif = "gtc", post_only: bool = False,
+                          client_order_id: str | None = None, timeout: float | None = None) -> Order:
+        """Place an order over the WebSocket; same answer as `Client.place_order`."""
+        fields = _order_fields(symbol, side, qty, price, type, tif, post_only, client_order_id)
+        return await self._order_call({"op": "order", **fields}, timeout)
+
+    async def cancel_order(self, order_id: int, *, timeout: float | None = None) -> Order:
+        return await self._order_call({"op": "cancel", "orderId": order_id}, timeout)
+
+    async def amend_order(self, order_id: int, *, qty: int | None = None, price: int | None = None,
+                          timeout: float | None = None) -> Order:
+        return await self._order_call({"op": "amend", "orderId": order_id, **_amend_fields(qty, price)},
+                                      timeout)
+
+    async def ping(self, timeout: float = 5.0) -> float:
+        """Round trip of `{"op": "ping"}` in seconds."""
+        if self._ws is None or self._ws.closed:
+            raise NotConnected(f"not connected to {self.url} ({self.state})")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pongs.append(future)
+        start = time.perf_counter()
+        await self._send({"op": "ping"})
+        await asyncio.wait_for(future, timeout)
+        return time.perf_counter() - start
+
+    # ---- the connection loop
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        ws = self._ws
+        if ws is None or ws.closed:
+            raise NotConnected(f"not connected to {self.url} ({self.state})")
+        await ws.send_str(_encode(message).decode())
+
+    async def _run(self) -> None:
+        attempt = 0
+        first = True
+        try:
+            while not self._closing:
+                self._set_state("connecting" if first else "reconnecting", attempt)
+                error: str | None = None
+                try:
+                    await self._connect_and_serve()
+                except AuthFailed as e:
+                    self._fatal = e
+                    break
+                except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ConnectionError) as e:
+                    error = f"{type(e).__name__}: {e}".rstrip(": ")
+                finally:
+                    self._drop_connection()
+                if self._was_connected:
+                    attempt = 0
+                    self.reconnects += 1
+                first = False
+                if not self._reconnect or self._closing:
+                    break
+                delay = self._backoff.delay(attempt)
+                attempt += 1
+                self._set_state("reconnecting", attempt, delay, error or "connection closed")
+                await asyncio.sleep(delay)
+        finally:
+            self._drop_connection()
+            self._set_state("closed", error=str(self._fatal) if self._fatal else None)
+
+    async def _connect_and_serve(self) -> None:
+        self._was_connected = False
+        assert self._http is not None
+        ws = await asyncio.wait_for(
+            self._http.ws_connect(ws_url(self.url), heartbeat=self._heartbeat, autoping=True),
+            self._connect_timeout)
+        self._ws = ws
+        if self.token:
+            await self._send({"op": "auth", "token": self.token})
+        else:
+            self._on_connected()
+        async for msg in ws:
+            if msg.type == aiohttp.WSMsgType.TEXT:
+                await self._on_text(msg.data)
+            elif msg.type == aiohttp.WSMsgType.ERROR:
+                raise ConnectionError(f"websocket error: {ws.exception()}")
+            elif msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
+                break
+        if not self._was_connected and self.token and ws.close_code not in (None, 1000, 1001, 1006):
+            raise AuthFailed(f"server closed the session before auth (code {ws.close_code})")
+
+    def _on_connected(self) -> None:
+        self._was_connected = True
+        for book in self.books.values():
+            book.live = False
+        self._set_state("connected")
+        if self.symbols:
+            asyncio.ensure_future(self._send_quietly({"op": "subscribe", "symbols": list(self.symbols)}))
+
+    async def _send_quietly(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(TickflowError, ConnectionError, aiohttp.ClientError):
+            await self._send(message)
+
+    def _drop_connection(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None and not ws.closed:
+            asyncio.ensure_future(ws.close())
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionLost(f"connection to {self.url} lost; outcome unknown"))
+        self._pending.clear()
+        for pong in self._pongs:
+            if not pong.done():
+                pong.set_exception(ConnectionLost("connection lost"))
+        self._pongs.clear()
+        for book in self.books.values():
+            book.live = False
+
+    async def _on_text(self, data: str) -> None:
+        try:
+            msg = _ws_decoder.decode(data)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            log.warning("unrecognised message: %.200s", data)
+            return
+        if isinstance(msg, _Update):
+            self._on_update(msg)
+        elif isinstance(msg, _Result):
+            future = self._pending.get(msg.id) if isinstance(msg.id, int) else None
+            if future is not None and not future.done():
+                future.set_result((msg.status, bytes(msg.body)))
+        elif isinstance(msg, _OrderMsg):
+            self.last_seq = max(self.last_seq, msg.order.seq)
+            self._emit(OrderChanged(msg.order))
+        elif isinstance(msg, _Snapshot):
+            await self._on_snapshot(msg)
+        elif isinstance(msg, _Auth):
+            self.account = msg.account
+            self._on_connected()
+        elif isinstance(msg, _Resync):
+            for book in self.books.values():
+                book.live = False
+            self._emit(Resynced(msg.reason))
+        elif isinstance(msg, _Error):
+            body = _json.decode(data)
+            if not self._was_connected and self.token:
+                raise AuthFailed(str(body.get("error") or body))
+            future = self._pending.get(msg.id) if isinstance(msg.id, int) else None
+            if future is not None and not future.done():
+                future.set_result((400, _encode(body)))
+            self._emit(ServerError(body))
+        elif isinstance(msg, _Pong):
+            if self._pongs:
+                future = self._pongs.pop(0)
+                if not future.done():
+                    future.set_result(None)
+
+    async def _on_snapshot(self, msg: _Snapshot) -> None:
+        book = self.books.get(msg.symbol)
+        if book is None:
+            book = self.books[msg.symbol] = LocalBook(msg.symbol)
+        book.load(msg.seq, msg.bids, msg.asks)
+        self.last_seq = max(self.last_seq, msg.seq)
+        self._emit(BookChanged(msg.symbol, book, msg.seq, True))
+        last = self._last_trade.get(msg.symbol)
+        trades = list(msg.trades)
+        if last is not None and trades and trades[0].trade_id > last + 1:
+            trades = await self._backfill(msg.symbol, last, trades)
+        self._deliver_trades(msg.symbol, trades)
+
+    async def _backfill(self, symbol: str, last: int, trades: list[Trade]) -> list[Trade]:
+        """Fetch the trades printed while we were away (between `last` and the snapshot's oldest)."""
+        try:
+            missed = await asyncio.wait_for(self.http.trades(symbol, after=last, limit=1000),
+                                            self._request_timeout)
+        except (TickflowError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            log.warning("could not fetch missed %s trades: %s", symbol, e)
+            return trades
+        return sorted({t.trade_id: t for t in [*missed, *trades]}.values(), key=lambda t: t.trade_id)
+
+    def _deliver_trades(self, symbol: str, trades: Sequence[Trade]) -> None:
+        last = self._last_trade.get(symbol, 0)
+        fresh = [t for t in trades if t.trade_id > last]
+        if fresh:
+            self._last_trade[symbol] = fresh[-1].trade_id
+            self._emit(TradesReceived(symbol, fresh))
+        elif symbol not in self._last_trade:
+            self._last_trade[symbol] = 0
+
+    def _on_update(self, msg: _Update) -> None:
+        book = self.books.get(msg.symbol)
+        if book is None or not book.live:
+            return  # waiting for a snapshot: it will include this change
+        if msg.prev_seq != book.seq:
+            book.live = False
+            self.gaps += 1
+            self._emit(GapDetected(msg.symbol, book.seq, msg.prev_seq, msg.seq))
+            asyncio.ensure_future(self._send_quietly({"op": "subscribe", "symbols": [msg.symbol]}))
+            return
+        book.apply(msg.seq, msg.bids, msg.asks)
+        self.last_seq = max(self.last_seq, msg.seq)
+        self._emit(BookChanged(msg.symbol, book, msg.seq, False))
+        if msg.trades:
+            self._deliver_trades(msg.symbol, msg.trades)
+
+    async def feed(self, data: str | bytes) -> None:
+        """Handle one server message as if it had arrived on the socket (for tests and replays)."""
+        await self._on_text(data if isinstance(data, str) else data.decode())

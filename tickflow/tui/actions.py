@@ -1,0 +1,109 @@
+"""Order calls made from the screen: send, cancel, amend. Each runs in a worker and answers with a
+message, so the screen never waits on the network."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import work
+
+from tickflow.net.client import ApiError, NotConnected, Order, TickflowError
+from tickflow.tui import model as m
+from tickflow.tui.amend import AmendScreen
+from tickflow.tui.messages import OrderAnswered
+from tickflow.tui.orders import MyOrders
+from tickflow.tui.ticket import OrderRequest, OrderTicket
+
+if TYPE_CHECKING:
+    from tickflow.tui.app import TickflowApp
+
+
+def explain(error: Exception) -> str:
+    """A short sentence for the user about a failed call."""
+    if isinstance(error, ApiError):
+        return f"{error.status}: {error.message}"
+    if isinstance(error, NotConnected):
+        return "not connected: the order was not sent"
+    if isinstance(error, TickflowError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+class OrderActions:
+    """Mixed into the app: the actions and workers that change orders."""
+
+    def on_order_ticket_submit(self: TickflowApp, message: OrderTicket.Submit) -> None:
+        self.send_order(message.request)
+
+    @work(group="order-entry")
+    async def send_order(self: TickflowApp, req: OrderRequest) -> None:
+        try:
+            order = await self.backend.place_order(req.symbol, req.side, req.qty, req.price,  # type: ignore[arg-type]
+                                                   tif=req.tif, post_only=req.post_only)  # type: ignore[arg-type]
+        except Exception as e:
+            self.post_message(OrderAnswered("place", None, explain(e)))
+        else:
+            self.post_message(OrderAnswered("place", order))
+
+    def action_submit(self: TickflowApp) -> None:
+        self.query_one(OrderTicket).submit()
+
+    def _selected(self: TickflowApp) -> Order | None:
+        order = self.query_one(MyOrders).selected
+        if order is None:
+            self.notify("no open order chosen: press o, then ↑ ↓", severity="warning", timeout=3)
+        return order
+
+    def action_cancel_selected(self: TickflowApp) -> None:
+        order = self._selected()
+        if order is not None:
+            self.cancel_orders([order.order_id])
+
+    def action_cancel_all(self: TickflowApp) -> None:
+        ids = [o.order_id for o in self.market.open_orders() if o.symbol == self.market.symbol]
+        if ids:
+            self.cancel_orders(ids)
+        else:
+            self.notify(f"no open orders in {self.market.symbol}", timeout=3)
+
+    @work(group="order-entry")
+    async def cancel_orders(self: TickflowApp, order_ids: list[int]) -> None:
+        for order_id in order_ids:
+            try:
+                order = await self.backend.cancel_order(order_id)
+            except Exception as e:
+                self.post_message(OrderAnswered("cancel", None, f"cancel #{order_id}: {explain(e)}"))
+            else:
+                self.post_message(OrderAnswered("cancel", order))
+
+    def action_amend_selected(self: TickflowApp) -> None:
+        order = self._selected()
+        if order is None:
+            return
+
+        def done(change: dict[str, int] | None) -> None:
+            if change:
+                self.amend(order.order_id, change)
+
+        self.push_screen(AmendScreen(order), done)
+
+    @work(group="order-entry")
+    async def amend(self: TickflowApp, order_id: int, change: dict[str, int]) -> None:
+        try:
+            order = await self.backend.amend_order(order_id, qty=change.get("qty"), price=change.get("price"))
+        except Exception as e:
+            self.post_message(OrderAnswered("amend", None, f"amend #{order_id}: {explain(e)}"))
+        else:
+            self.post_message(OrderAnswered("amend", order))
+
+    def on_order_answered(self: TickflowApp, message: OrderAnswered) -> None:
+        if message.order is not None:
+            self.market.set_order(message.order)
+            self.mark(m.ORDERS)
+        if message.action == "place":
+            self.query_one(OrderTicket).show_result(message.order, message.error)
+        elif message.error:
+            self.notify(message.error, severity="error", timeout=4)
+        elif message.order is not None:
+            o = message.order
+            self.notify(f"#{o.order_id} {message.action}: {o.status.replace('_', ' ')}", timeout=2)

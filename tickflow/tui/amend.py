@@ -1,0 +1,78 @@
+"""Amend an open order: a new total quantity and/or a new price, checked before it is sent."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+from tickflow.net.client import Order
+
+
+def check_amend(order: Order, qty_text: str, price_text: str) -> dict[str, int] | str:
+    """The amend to send (only the fields that change), or what is wrong."""
+    change: dict[str, int] = {}
+    qty_text, price_text = qty_text.strip(), price_text.strip()
+    if qty_text:
+        if not qty_text.isdigit():
+            return "quantity must be a whole number"
+        qty = int(qty_text)
+        if qty <= order.filled_qty:
+            return f"quantity must be above the {order.filled_qty} already filled"
+        if qty != order.qty:
+            change["qty"] = qty
+    if price_text and order.type == "limit":
+        if not price_text.isdigit() or int(price_text) < 1:
+            return "price must be a whole number of ticks, at least 1"
+        if int(price_text) != order.price:
+            change["price"] = int(price_text)
+    if not change:
+        return "nothing changed"
+    return change
+
+
+class AmendScreen(ModalScreen[dict[str, int] | None]):
+    """Dismisses with `{"qty": ..., "price": ...}` (the fields that change) or None."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "Close")]
+
+    def __init__(self, order: Order) -> None:
+        super().__init__()
+        self.order = order
+
+    def compose(self) -> ComposeResult:
+        o = self.order
+        with Vertical(id="amend-box"):
+            yield Static(Text(f"Amend #{o.order_id} · {o.side} {o.symbol} · filled {o.filled_qty}/{o.qty}",
+                              style="bold"))
+            with Horizontal(classes="row"):
+                yield Label("Qty", classes="label")
+                yield Input(str(o.qty), type="integer", compact=True, id="amend-qty")
+            with Horizontal(classes="row"):
+                yield Label("Price", classes="label")
+                yield Input(str(o.price or ""), type="integer", compact=True, id="amend-price",
+                            disabled=o.type != "limit")
+            yield Static(Text("A lower quantity at the same price keeps the queue place; a new price or a\n"
+                              "larger quantity goes to the back of the level.", style="dim"))
+            yield Static("", id="amend-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Amend", id="amend-ok", variant="primary", compact=True)
+                yield Button("Close", id="amend-cancel", compact=True)
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#amend-ok")
+    def _ok(self) -> None:
+        result = check_amend(self.order, self.query_one("#amend-qty", Input).value,
+                             self.query_one("#amend-price", Input).value)
+        if isinstance(result, str):
+            self.query_one("#amend-error", Static).update(Text(f"✘ {result}", style="bold red"))
+            return
+        self.dismiss(result)
+
+    @on(Button.Pressed, "#amend-cancel")
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,251 @@
+"""`tickflow-tui`: the terminal client. Composes the widgets, wires the feed to them, owns the keys.
+
+The feed arrives through a `Backend` (the client library's WebSocket session, or a fixed feed in
+tests). Each event is folded into the `Market` model at once and marks the widgets it touches dirty;
+one `FeedChanged` message then redraws whatever is dirty, so a burst of updates costs one redraw.
+Network calls run in workers and post their results back as messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Input, Select
+
+from tickflow.net.client import Event, StateChanged
+from tickflow.tui import model as m
+from tickflow.tui.actions import OrderActions
+from tickflow.tui.backend import Backend, LiveBackend
+from tickflow.tui.book import BookView
+from tickflow.tui.chart import PriceChart
+from tickflow.tui.commands import TickflowCommands
+from tickflow.tui.header import TopBar
+from tickflow.tui.help import HelpScreen
+from tickflow.tui.messages import BarsLoaded, FeedChanged, OpenOrdersLoaded, PriceSelected, SymbolsLoaded
+from tickflow.tui.orders import MyOrders
+from tickflow.tui.palette import Palette
+from tickflow.tui.tape import TradeTape
+from tickflow.tui.ticket import OrderTicket
+
+
+class TickflowApp(OrderActions, App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "tickflow"
+    COMMANDS = App.COMMANDS | {TickflowCommands}
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", id="help", tooltip="Keys, colours and arrows"),
+        Binding("f1", "help", "Help", show=False, priority=True),
+        Binding("b", "side('buy')", "Buy", id="buy", tooltip="Ticket side: buy"),
+        Binding("s", "side('sell')", "Sell", id="sell", tooltip="Ticket side: sell"),
+        Binding("t", "goto('ticket')", "Ticket", id="ticket"),
+        Binding("d", "goto('book')", "Book", id="book"),
+        Binding("o", "goto('orders')", "Orders", id="orders"),
+        Binding("c,delete", "cancel_selected", "Cancel", id="cancel", tooltip="Cancel the chosen order"),
+        Binding("a", "amend_selected", "Amend", id="amend", tooltip="Amend the chosen order"),
+        Binding("C", "cancel_all", "Cancel all", show=False, id="cancel-all"),
+        Binding("left_square_bracket", "cycle_symbol(-1)", "Prev sym", show=False),
+        Binding("right_square_bracket", "cycle_symbol(1)", "Symbol", key_display="[ ]", id="symbol"),
+        Binding("r", "reload", "Reload", show=False, id="reload"),
+        Binding("x", "swap_colors", "Swap colours", id="swap", tooltip="Swap red and green"),
+        Binding("escape", "goto('book')", "Leave field", show=False),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, backend: Backend, symbol: str, *, swap_colors: bool = False, utc: bool = False,
+                 live: bool = True, chart_interval: float = 0.5) -> None:
+        super().__init__()
+        self.backend = backend
+        self.market = m.Market(symbol, backend.account)
+        self.palette = Palette(swap_colors)
+        self._utc = utc
+        self._live = live  # False for fixed screenshots: no cursor blink
+        self._chart_interval = chart_interval
+        self._dirty: set[str] = set()
+        self._posted = False
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(self.market.symbol, self.market.account, id="top")
+        with Horizontal(id="main"):
+            yield BookView(id="book")
+            with Vertical(id="middle"):
+                yield PriceChart(id="chart", utc=self._utc, interval=self._chart_interval)
+                yield MyOrders(id="orders")
+            with Vertical(id="right"):
+                yield OrderTicket(self.market.symbol, id="ticket", blink=self._live)
+                yield TradeTape(id="tape", utc=self._utc)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._dirty = {m.BOOK, m.TAPE, m.CHART, m.ORDERS, m.CONN}
+        self.redraw()
+        self.query_one(BookView).focus()
+        self.run_feed()
+        self.load_symbols()
+        self.load_bars(self.market.symbol)
+
+    # ---- the feed
+
+    @work(exclusive=True, group="feed")
+    async def run_feed(self) -> None:
+        await self.backend.run(self.market.symbol, self.on_feed_event)
+
+    def on_feed_event(self, event: Event) -> None:
+        """Called for every feed event (in the session's task): fold it in, ask for one redraw."""
+        self._dirty |= self.market.apply(event)
+        if isinstance(event, StateChanged) and event.state == "connected":
+            self.load_open_orders()  # private updates missed while away
+            self.load_bars(self.market.symbol)
+        if self._dirty and not self._posted:
+            self._posted = True
+            self.post_message(FeedChanged())
+
+    def on_feed_changed(self, _: FeedChanged) -> None:
+        self._posted = False
+        self.redraw()
+
+    def redraw(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        market = self.market
+        if m.BOOK in dirty:
+            stale = not market.connected or market.book is None or not market.book.live
+            status = "⟳ stale: reconnecting" if not market.connected else "⟳ stale: waiting for snapshot"
+            self.query_one(BookView).show(market.symbol, market.book, stale=stale, status=status)
+        if m.TAPE in dirty:
+            self.query_one(TradeTape).show(market.symbol, market.tape())
+        if m.CHART in dirty:
+            self.query_one(PriceChart).show(market.symbol, market.bars())
+        if m.ORDERS in dirty:
+            self.query_one(MyOrders).show(market.open_orders())
+        if m.CONN in dirty:
+            self.query_one(TopBar).set_connection(market.conn, market.seq, market.gaps)
+        self.query_one("#main").set_class(not market.connected, "-offline")
+
+    def mark(self, *parts: str) -> None:
+        self._dirty.update(parts)
+        self.redraw()
+
+    # ---- loading
+
+    @work(group="load")
+    async def load_symbols(self) -> None:
+        try:
+            self.post_message(SymbolsLoaded(await self.backend.symbols()))
+        except Exception as e:  # the connection state already says the server is away
+            self.log.warning(f"symbols: {e}")
+
+    @work(group="bars", exclusive=True)
+    async def load_bars(self, symbol: str) -> None:
+        try:
+            self.post_message(BarsLoaded(symbol, await self.backend.bars(symbol)))
+        except Exception as e:
+            self.log.warning(f"bars: {e}")
+
+    @work(group="orders-load", exclusive=True)
+    async def load_open_orders(self) -> None:
+        try:
+            self.post_message(OpenOrdersLoaded(await self.backend.open_orders()))
+        except Exception as e:
+            self.log.warning(f"open orders: {e}")
+
+    def on_symbols_loaded(self, message: SymbolsLoaded) -> None:
+        names = [s.symbol for s in message.symbols]
+        if self.market.symbol not in names:
+            names.append(self.market.symbol)
+        self.market.symbols = names
+        self.query_one(TopBar).set_symbols(names, self.market.symbol)
+
+    def on_bars_loaded(self, message: BarsLoaded) -> None:
+        self.market.set_bars(message.symbol, message.bars)
+        if message.symbol == self.market.symbol:
+            self.mark(m.CHART)
+
+    def on_open_orders_loaded(self, message: OpenOrdersLoaded) -> None:
+        self.market.set_open_orders(message.orders)
+        self.mark(m.ORDERS)
+
+    # ---- symbols
+
+    @on(Select.Changed, "#symbol")
+    def _symbol_picked(self, event: Select.Changed) -> None:
+        if isinstance(event.value, str):
+            self.action_switch_symbol(event.value)
+
+    def action_switch_symbol(self, symbol: str) -> None:
+        old = self.market.symbol
+        if symbol == old:
+            return
+        self.market.symbol = symbol
+        if symbol not in self.market.symbols:
+            self.market.symbols.append(symbol)
+        self.query_one(TopBar).set_symbol(symbol)
+        self.query_one(OrderTicket).set_symbol(symbol)
+        self.resubscribe(old, symbol)
+        self.load_bars(symbol)
+        self.mark(m.BOOK, m.TAPE, m.CHART)
+
+    def action_cycle_symbol(self, step: int) -> None:
+        symbols = self.market.symbols
+        index = symbols.index(self.market.symbol) if self.market.symbol in symbols else 0
+        self.action_switch_symbol(symbols[(index + step) % len(symbols)])
+
+    @work(group="subscribe")
+    async def resubscribe(self, old: str | None, new: str) -> None:
+        try:
+            await self.backend.switch(old, new)
+        except Exception as e:
+            self.log.warning(f"subscribe: {e}")
+
+    def action_reload(self) -> None:
+        self.resubscribe(None, self.market.symbol)
+        self.load_bars(self.market.symbol)
+        self.load_open_orders()
+        self.load_symbols()
+
+    # ---- screen-wide actions
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_swap_colors(self) -> None:
+        self.palette = Palette(not self.palette.swapped)
+        self.query_one(OrderTicket).set_symbol(self.market.symbol)
+        self.mark(m.BOOK, m.TAPE, m.CHART, m.ORDERS)
+        self.notify("buy ▲ is now " + ("red" if self.palette.swapped else "green"), timeout=2)
+
+    def action_side(self, side: str) -> None:
+        self.query_one(OrderTicket).set_side(side)
+
+    def action_goto(self, where: str) -> None:
+        target = {"ticket": "#price", "book": "#book", "orders": "#orders"}[where]
+        widget = self.query_one(target)
+        if isinstance(widget, Input) and widget.disabled:
+            widget = self.query_one("#qty")
+        widget.focus()
+
+    def on_price_selected(self, message: PriceSelected) -> None:
+        self.query_one(OrderTicket).set_price(message.price)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tickflow-tui", description="tickflow's terminal trading screen")
+    parser.add_argument("--url", default="http://127.0.0.1:8080", help="the server (default %(default)s)")
+    parser.add_argument("--account", default="alice", help="account to trade as (default %(default)s)")
+    parser.add_argument("--token", help="bearer token, when the server was started with --tokens "
+                        "(default: the account name, as in open demo mode)")
+    parser.add_argument("--symbol", default="ACME", help="symbol to show first (default %(default)s)")
+    parser.add_argument("--swap-colors", action="store_true", help="show buy in red and sell in green")
+    parser.add_argument("--utc", action="store_true", help="show times in UTC instead of local time")
+    args = parser.parse_args(argv)
+    backend = LiveBackend(args.url, args.account, args.token)
+    TickflowApp(backend, args.symbol, swap_colors=args.swap_colors, utc=args.utc).run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Where the screen's data comes from: a live server through the client library, or a fixed feed.
+
+The app talks only to a `Backend`. `LiveBackend` wraps one `tickflow.net.client.Session` (WebSocket:
+market data, private updates, order entry) and its HTTP `Client` (symbols, bars, open orders). Tests and
+screenshots pass a backend that replays a fixed feed instead, so nothing depends on the network or clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+from collections.abc import Callable
+from typing import Protocol
+
+from tickflow.net.client import Bar, Event, Order, Session, Side, SymbolInfo, Tif
+
+Listener = Callable[[Event], None]
+
+
+class Backend(Protocol):
+    account: str
+
+    async def run(self, symbol: str, listener: Listener) -> None:
+        """Connect, feed `listener` with events until cancelled (reconnecting as needed)."""
+
+    async def switch(self, old: str | None, new: str) -> None:
+        """Stop following `old` and follow `new` (a fresh snapshot follows)."""
+
+    async def symbols(self) -> list[SymbolInfo]: ...
+
+    async def bars(self, symbol: str) -> list[Bar]: ...
+
+    async def open_orders(self) -> list[Order]: ...
+
+    async def place_order(self, symbol: str, side: Side, qty: int, price: int | None, *,
+                          tif: Tif = "gtc", post_only: bool = False) -> Order: ...
+
+    async def cancel_order(self, order_id: int) -> Order: ...
+
+    async def amend_order(self, order_id: int, *, qty: int | None = None,
+                          price: int | None = None) -> Order: ...
+
+
+class LiveBackend:
+    """A real server at `url`, as `account` (the bearer token; in open demo mode the token is the account)."""
+
+    def __init__(self, url: str, account: str, token: str | None = None) -> None:
+        self.url = url
+        self.account = account
+        self.session = Session(url, token or account)
+        self._ids = itertools.count(1)
+        self._prefix = f"tui-{secrets.token_hex(3)}"
+
+    def _client_order_id(self) -> str:
+        # A fresh id per ticket submission: a retry of the same submission would be answered, not doubled.
+        return f"{self._prefix}-{next(self._ids)}"
+
+    async def run(self, symbol: str, listener: Listener) -> None:
+        self.session.symbols = [symbol]
+        remove = self.session.add_listener(listener)
+        try:
+            await self.session.start(wait=False)
+            await asyncio.Event().wait()
+        finally:
+            remove()
+            await self.session.close()
+
+    async def switch(self, old: str | None, new: str) -> None:
+        if old and old != new:
+            await self.session.unsubscribe(old)
+        await self.session.subscribe(new)
+
+    async def symbols(self) -> list[SymbolInfo]:
+        return await self.session.http.symbols()
+
+    async def bars(self, symbol: str) -> list[Bar]:
+        return await self.session.http.bars(symbol, "1m")
+
+    async def open_orders(self) -> list[Order]:
+        return await self.session.http.open_orders()
+
+    async def place_order(self, symbol: str, side: Side, qty: int, price: int | None, *,
+                          tif: Tif = "gtc", post_only: bool = False) -> Order:
+        return await self.session.place_order(symbol, side, qty, price, tif=tif, post_only=post_only,
+                                              client_order_id=self._client_order_id())
+
+    async def cancel_order(self, order_id: int) -> Order:
+        return await self.session.cancel_order(order_id)
+
+    async def amend_order(self, order_id: int, *, qty: int | None = None,
+                          price: int | None = None) -> Order:
+        return await self.session.amend_order(order_id, qty=qty, price=price)

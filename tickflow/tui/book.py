@@ -1,0 +1,185 @@
+"""The order book: asks above in red, bids below in green, spread and mid between.
+
+Every row has a fixed place: the best ask sits just above the spread line and the best bid just below,
+each side always draws the same number of rows (blank when the book is thinner), and the columns have
+fixed widths, so a busy book changes its numbers without moving. Depth bars are drawn to one scale, the
+largest cumulative total on screen. Up/down move a cursor over the levels; enter or a click puts the
+level's price into the order ticket.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from tickflow.net.client import Level, LocalBook
+from tickflow.tui import format as fmt
+from tickflow.tui.messages import PriceSelected
+from tickflow.tui.palette import BUY_ARROW, SELL_ARROW, Palette
+
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+_PRICE_W, _SIZE_W, _TOTAL_W = 9, 9, 10
+_FIXED_W = 2 + _PRICE_W + _SIZE_W + _TOTAL_W + 1
+
+
+def depth_bar(fraction: float, width: int) -> str:
+    """A bar `fraction` (0..1) of `width` cells long, in eighths of a cell."""
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (_EIGHTHS[part] if part else "")).ljust(width)
+
+
+def cumulative(levels: list[Level]) -> list[int]:
+    total, out = 0, []
+    for lv in levels:
+        total += lv.qty
+        out.append(total)
+    return out
+
+
+class BookView(Widget, can_focus=True):
+    """Draws a `LocalBook`. The app hands it the book with `show()`; it never fetches anything."""
+
+    BINDINGS = [
+        Binding("up,k", "move(-1)", "Level up", show=False),
+        Binding("down,j", "move(1)", "Level down", show=False),
+        Binding("enter,space", "select", "Use price", tooltip="Put the level's price in the ticket"),
+    ]
+
+    cursor: reactive[int] = reactive(-1)
+    """Offset from the spread line: -1 is the best ask, 1 the best bid."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.book: LocalBook | None = None
+        self.symbol = ""
+        self.stale = False
+        self.status = ""
+
+    def show(self, symbol: str, book: LocalBook | None, *, stale: bool, status: str = "") -> None:
+        self.symbol, self.book, self.stale, self.status = symbol, book, stale, status
+        self.border_title = f"Order book · {symbol}"
+        self.set_class(stale, "-stale")
+        self.refresh()
+
+    # ---- geometry
+
+    @property
+    def depth(self) -> int:
+        """Rows per side: what fits under the header line, around the spread line."""
+        return max(1, (self.content_size.height - 2) // 2)
+
+    def _level_at(self, offset: int) -> tuple[Level, str] | None:
+        if self.book is None or offset == 0:
+            return None
+        levels = self.book.asks(-offset) if offset < 0 else self.book.bids(offset)
+        index = abs(offset) - 1
+        if index >= len(levels):
+            return None
+        return levels[index], "sell" if offset < 0 else "buy"
+
+    # ---- drawing
+
+    def render(self) -> Text:
+        palette: Palette = getattr(self.app, "palette", Palette())
+        width = max(self.content_size.width, _FIXED_W + 1)
+        bar_w = width - _FIXED_W
+        depth = self.depth
+        book = self.book
+        asks = book.asks(depth) if book else []
+        bids = book.bids(depth) if book else []
+        ask_tot, bid_tot = cumulative(asks), cumulative(bids)
+        scale = max(ask_tot[-1:] + bid_tot[-1:] + [1])
+        dim = "dim" if self.stale else ""
+
+        out = Text(no_wrap=True, overflow="crop")
+        out.append(f"  {'Price':>{_PRICE_W}}{'Size':>{_SIZE_W}}{'Total':>{_TOTAL_W}} Depth".ljust(width),
+                   style="bold")
+        out.append("\n")
+        for row in range(depth):  # worst shown ask at the top, best ask just above the spread
+            index = depth - 1 - row
+            offset = -(index + 1)
+            if index < len(asks):
+                self._line(out, asks[index], ask_tot[index], scale, bar_w, SELL_ARROW, palette.sell,
+                           palette.sell_bar, offset, dim)
+            else:
+                self._blank(out, width, offset)
+        out.append(self._spread_line(width, palette))
+        out.append("\n")
+        for index in range(depth):
+            if index < len(bids):
+                self._line(out, bids[index], bid_tot[index], scale, bar_w, BUY_ARROW, palette.buy,
+                           palette.buy_bar, index + 1, dim)
+            else:
+                self._blank(out, width, index + 1)
+        out.rstrip()
+        return out
+
+    def _cursor_style(self, offset: int) -> str:
+        return "reverse" if self.has_focus and offset == self.cursor else ""
+
+    def _line(self, out: Text, lv: Level, total: int, scale: int, bar_w: int, arrow: str, colour: str,
+              bar_colour: str, offset: int, dim: str) -> None:
+        cursor = self._cursor_style(offset)
+        out.append(f"{arrow} ", style=f"{colour} {dim} {cursor}")
+        out.append(f"{lv.price:>{_PRICE_W}}", style=f"bold {colour} {dim} {cursor}")
+        out.append(f"{fmt.qty(lv.qty):>{_SIZE_W}}", style=f"{dim} {cursor}")
+        out.append(f"{fmt.qty(total):>{_TOTAL_W}} ", style=f"{dim} {cursor}")
+        out.append(depth_bar(total / scale, bar_w), style=f"{colour} {dim}")
+        out.append("\n")
+
+    def _blank(self, out: Text, width: int, offset: int) -> None:
+        out.append(" " * (_FIXED_W - 1), style=self._cursor_style(offset))
+        out.append("\n")
+
+    def _spread_line(self, width: int, palette: Palette) -> Text:
+        book = self.book
+        if book is None:
+            label, style = f" waiting for {self.symbol} snapshot… ", "italic"
+        elif self.stale:
+            label, style = f" {self.status or 'stale'} ", "bold yellow"
+        elif book.spread is not None:
+            label, style = f" spread {book.spread} · mid {fmt.price(book.mid)} ", "bold"
+        elif book.best_bid or book.best_ask:
+            label, style = " one-sided book ", "italic"
+        else:
+            label, style = " empty book ", "italic"
+        return Text(label.center(width, "─"), style=style, no_wrap=True, overflow="crop")
+
+    # ---- interaction
+
+    def action_move(self, step: int) -> None:
+        depth = self.depth
+        offset = self.cursor + step
+        if offset == 0:
+            offset += step
+        self.cursor = max(-depth, min(depth, offset))
+
+    def action_select(self) -> None:
+        found = self._level_at(self.cursor)
+        if found is not None:
+            level, side = found
+            self.post_message(PriceSelected(level.price, side))
+
+    def watch_cursor(self) -> None:
+        self.refresh()
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        depth = self.depth
+        row = offset.y - 1  # the header line
+        if row < 0 or row == depth or row > 2 * depth:
+            return
+        self.cursor = row - depth
+        self.action_select()

@@ -1,0 +1,147 @@
+"""A backend that replays a fixed feed: for snapshot tests and screenshots, no network and no clock.
+
+`FixedBackend` hands the app a prepared list of events, answers order calls from a script, and then
+waits. `busy_feed()` builds a deterministic ACME market (a deep book, a run of trades, an hour of
+minute bars) from a seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+
+import msgspec
+
+from tickflow.net.client import (
+    ApiError,
+    Bar,
+    BookChanged,
+    Event,
+    Level,
+    LocalBook,
+    Order,
+    OrderChanged,
+    Side,
+    StateChanged,
+    SymbolInfo,
+    Tif,
+    Trade,
+    TradesReceived,
+)
+
+T0 = 1_764_684_000_000
+"""A fixed moment (2025-12-02 14:00 UTC) so screens never depend on today's date."""
+
+
+class FixedBackend:
+    def __init__(self, account: str = "alice", events: list[Event] | None = None, *,
+                 symbols: list[str] | None = None, bars: dict[str, list[Bar]] | None = None,
+                 open_orders: list[Order] | None = None,
+                 answer: Callable[[str, dict], Order | Exception] | None = None) -> None:
+        self.account = account
+        self.events = list(events or [])
+        self._symbols = symbols or ["ACME"]
+        self._bars = bars or {}
+        self._open = open_orders or []
+        self._answer = answer
+        self.calls: list[tuple[str, dict]] = []
+        self.listener: Callable[[Event], None] | None = None
+
+    async def run(self, symbol: str, listener: Callable[[Event], None]) -> None:
+        self.listener = listener
+        for event in self.events:
+            listener(event)
+        await asyncio.Event().wait()
+
+    def emit(self, event: Event) -> None:
+        """Push one more event, as if it had just arrived."""
+        assert self.listener is not None
+        self.listener(event)
+
+    async def switch(self, old: str | None, new: str) -> None:
+        self.calls.append(("switch", {"old": old, "new": new}))
+
+    async def symbols(self) -> list[SymbolInfo]:
+        return [SymbolInfo(s) for s in self._symbols]
+
+    async def bars(self, symbol: str) -> list[Bar]:
+        return self._bars.get(symbol, [])
+
+    async def open_orders(self) -> list[Order]:
+        return list(self._open)
+
+    def _reply(self, call: str, args: dict) -> Order:
+        self.calls.append((call, args))
+        if self._answer is None:
+            raise ApiError(503, {"error": "fixed feed: no server"})
+        result = self._answer(call, args)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def place_order(self, symbol: str, side: Side, qty: int, price: int | None, *,
+                          tif: Tif = "gtc", post_only: bool = False) -> Order:
+        return self._reply("place", {"symbol": symbol, "side": side, "qty": qty, "price": price,
+                                     "tif": tif, "postOnly": post_only})
+
+    async def cancel_order(self, order_id: int) -> Order:
+        return self._reply("cancel", {"orderId": order_id})
+
+    async def amend_order(self, order_id: int, *, qty: int | None = None, price: int | None = None) -> Order:
+        return self._reply("amend", {"orderId": order_id, "qty": qty, "price": price})
+
+
+def book_of(symbol: str, seq: int, bids: list[tuple[int, int, int]], asks: list[tuple[int, int, int]]) -> LocalBook:
+    book = LocalBook(symbol)
+    book.load(seq, [Level(*b) for b in bids], [Level(*a) for a in asks])
+    return book
+
+
+def connected(account: str = "alice") -> StateChanged:
+    return StateChanged("connected", account=account)
+
+
+def order(order_id: int, side: Side, price: int, qty: int, filled: int = 0, *, status: str | None = None,
+          symbol: str = "ACME", account: str = "alice", seq: int = 1, reason: str | None = None,
+          post_only: bool = False) -> Order:
+    status = status or ("partially_filled" if filled else "new")
+    return Order(order_id, account, symbol, side, "limit", qty, status, price, None, "gtc", post_only,
+                 filled, qty - filled if status in ("new", "partially_filled") else 0, [], reason, seq,
+                 T0 + 3_540_000)
+
+
+def busy_feed(seed: int = 7, symbol: str = "ACME") -> tuple[list[Event], list[Bar], list[Order]]:
+    """A deterministic busy market: 20 levels a side around 10,000, 60 trades, 60 minute bars and
+    two open orders of alice's."""
+    rng = random.Random(seed)
+    bids = [(10_000 - i, rng.randint(5, 60) * 10, rng.randint(1, 6)) for i in range(20)]
+    asks = [(10_002 + i, rng.randint(5, 60) * 10, rng.randint(1, 6)) for i in range(20)]
+    bars: list[Bar] = []
+    price = 9_960
+    for i in range(59):
+        o = price
+        c = o + rng.randint(-6, 7)
+        bars.append(Bar(T0 + i * 60_000, o, max(o, c) + rng.randint(0, 4), min(o, c) - rng.randint(0, 4), c,
+                        rng.randint(100, 900), None))
+        price = c
+    trades = []
+    for i in range(60):
+        side: Side = "buy" if rng.random() < 0.5 else "sell"
+        trades.append(Trade(1_000 + i, symbol, 10_001 + (1 if side == "buy" else -1) * rng.randint(0, 2),
+                            rng.randint(1, 40), side, 500 + i, T0 + 3_540_000 + i * 700))
+    mine = [order(41, "buy", 9_995, 100, 40, seq=480), order(42, "sell", 10_010, 50, seq=490)]
+    events: list[Event] = [
+        connected(),
+        BookChanged(symbol, book_of(symbol, 560, bids, asks), 560, True),
+        TradesReceived(symbol, trades),
+        *[OrderChanged(o) for o in mine],
+    ]
+    return events, bars, mine
+
+
+def rejected(req: dict, order_id: int = 77) -> Order:
+    """The answer the server gives a post-only order that would take."""
+    return msgspec.structs.replace(
+        order(order_id, req["side"], req["price"], req["qty"], status="rejected",
+              reason="post_only_would_take", post_only=True), remaining_qty=0)

@@ -1,0 +1,53 @@
+"""Messages that carry network results back to the screen ("attributes down, messages up")."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from tickflow.net.client import Bar, Order, SymbolInfo
+
+
+class FeedChanged(Message):
+    """Some of the market state changed. One pending message stands for any number of feed events:
+    the handler redraws whatever is dirty, so a burst of updates costs one redraw."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FeedChanged)
+
+
+class BarsLoaded(Message):
+    def __init__(self, symbol: str, bars: list[Bar]) -> None:
+        super().__init__()
+        self.symbol = symbol
+        self.bars = bars
+
+
+class SymbolsLoaded(Message):
+    def __init__(self, symbols: list[SymbolInfo]) -> None:
+        super().__init__()
+        self.symbols = symbols
+
+
+class OpenOrdersLoaded(Message):
+    def __init__(self, orders: list[Order]) -> None:
+        super().__init__()
+        self.orders = orders
+
+
+class OrderAnswered(Message):
+    """The answer to an order call made from the screen: the order, or an error text."""
+
+    def __init__(self, action: str, order: Order | None, error: str | None = None) -> None:
+        super().__init__()
+        self.action = action
+        self.order = order
+        self.error = error
+
+
+class PriceSelected(Message):
+    """A book level was chosen: its price goes into the ticket."""
+
+    def __init__(self, price: int, side: str) -> None:
+        super().__init__()
+        self.price = price
+        self.side = side

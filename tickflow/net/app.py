@@ -267,7 +267,7 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
     ex = request.app[EXCHANGE]
     ws = web.WebSocketResponse(max_msg_size=MAX_BODY, heartbeat=30.0)
     await ws.prepare(request)
-    sub = Subscriber(ex.feed, ws)
+    sub = Subscriber(ex.feed, ws, request.transport)
     ex.feed.attach(sub)
     writer = asyncio.create_task(sub.write_loop())
     session = _WsSession(ex, sub)

@@ -13,7 +13,7 @@ import logging
 from collections import deque
 from typing import Any, Iterable
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
 from tickflow.core.types import LevelChange, OrderState, Outcome
 from tickflow.net.protocol import PublicTrade, encode, public_trade
@@ -59,9 +59,11 @@ class SymbolMirror:
 class Subscriber:
     """One WebSocket connection: its symbols, its account and its own bounded send buffer."""
 
-    def __init__(self, feed: "Feed", ws: web.WebSocketResponse) -> None:
+    def __init__(self, feed: "Feed", ws: web.WebSocketResponse,
+                 transport: asyncio.BaseTransport | None = None) -> None:
         self.feed = feed
         self.ws = ws
+        self.transport = transport
         self.symbols: set[str] = set()
         self.account: str | None = None
         self.buffer: deque[str | bytes] = deque()
@@ -69,12 +71,18 @@ class Subscriber:
         self.wake = asyncio.Event()
         self.resyncs: deque[float] = deque()
         self.closed = False
+        self.blocked = False
+        """True while the writer waits for the socket to drain (the client is not reading)."""
 
     def send(self, message: str | bytes) -> None:
         """Queue feed data; a full buffer is dropped and replaced by a resync, never waited for."""
         if self.closed:
             return
-        if len(self.buffer) >= BUFFER_MESSAGES:
+        pending = len(self.buffer)
+        limit = self.feed.buffer_messages
+        # A burst (one batch can touch hundreds of an account's orders) is not slowness; a buffer
+        # that grows while the socket itself is backed up is.
+        if pending >= limit and (self.blocked or pending >= 8 * limit):
             self._resync()
             return
         self.buffer.append(message)
@@ -96,16 +104,27 @@ class Subscriber:
         if len(self.resyncs) > MAX_RESYNCS:
             log.info("closing a WebSocket client that keeps falling behind")
             self.closed = True
-            asyncio.ensure_future(self.ws.close(code=1013, message=b"too slow: fell behind the feed"))
+            self.wake.set()
+            asyncio.ensure_future(self._drop())
             return
         self.buffer.append(encode({"type": "resync", "reason": "slow consumer"}))
         for symbol in sorted(self.symbols):
             self.buffer.append(self.feed.snapshot(symbol))
         self.wake.set()
 
+    async def _drop(self) -> None:
+        """Close with 1013; a peer that does not read cannot take the close frame either, so abort."""
+        try:
+            await asyncio.wait_for(self.ws.close(code=1013, message=b"too slow: fell behind the feed"), 1.0)
+        except (asyncio.TimeoutError, ConnectionError, RuntimeError):
+            pass
+        if self.transport is not None:
+            self.transport.abort()
+
     async def write_loop(self) -> None:
         """Drain this connection's buffers; only this connection waits on its socket."""
-        ws = self.ws
+        send = self.ws.send_frame
+        text = WSMsgType.TEXT
         try:
             while not self.closed:
                 await self.wake.wait()
@@ -113,10 +132,11 @@ class Subscriber:
                 while self.replies or self.buffer:
                     queue = self.replies if self.replies else self.buffer
                     message = queue.popleft()
-                    if isinstance(message, bytes):
-                        await ws.send_bytes(message)
-                    else:
-                        await ws.send_str(message)
+                    # Encoded once as UTF-8 JSON bytes, shared by every subscriber, sent as a text frame.
+                    # send_frame only suspends when the transport is over its high-water mark.
+                    self.blocked = True
+                    await send(message if isinstance(message, bytes) else message.encode(), text)
+                    self.blocked = False
         except (ConnectionError, RuntimeError, asyncio.CancelledError):
             pass
         finally:
@@ -126,7 +146,8 @@ class Subscriber:
 class Feed:
     """Publishes durable batches to subscribers and answers snapshot and book reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, buffer_messages: int = BUFFER_MESSAGES) -> None:
+        self.buffer_messages = buffer_messages
         self.mirrors: dict[str, SymbolMirror] = {}
         self.subscribers: set[Subscriber] = set()
         self.by_symbol: dict[str, set[Subscriber]] = {}

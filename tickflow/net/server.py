@@ -17,7 +17,7 @@ from aiohttp import web
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Outcome, Trade
 from tickflow.net.app import Exchange, make_app
-from tickflow.net.feed import RECENT_TRADES, Feed
+from tickflow.net.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
 from tickflow.net.protocol import SYMBOL_PATTERN
 from tickflow.net.sequencer import Durability, Sequencer
 from tickflow.store.replay import recover
@@ -46,6 +46,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--symbols", default=DEFAULT_SYMBOLS, help="comma-separated symbols to open")
     p.add_argument("--tokens", help="JSON file {token: account}; without it, demo mode: the token is the account")
     p.add_argument("--web", help="directory of the browser page (default: the web/ beside the package)")
+    p.add_argument("--ws-buffer", type=int, default=BUFFER_MESSAGES, metavar="N",
+                   help="messages a WebSocket subscriber may fall behind before it is resynced")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     return p.parse_args(argv)
 
@@ -157,7 +159,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     if missing:
         log.warning("brought SQLite in line with the log: %d trades inserted", len(missing))
 
-    feed = Feed()
+    feed = Feed(max(1, args.ws_buffer))
     for symbol in engine.books:
         bids, asks = engine.depth(symbol)
         book = engine.books[symbol]

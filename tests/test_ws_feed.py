@@ -1,0 +1,256 @@
+"""The WebSocket feed and order entry against a real server process."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import random
+import socket
+import time
+from typing import Any
+
+import aiohttp
+
+from server_process import ServerProcess
+
+
+class FeedMirror:
+    """A subscriber's view: the snapshot, then every update applied in order, with gap checks."""
+
+    def __init__(self) -> None:
+        self.bids: dict[int, tuple[int, int]] = {}
+        self.asks: dict[int, tuple[int, int]] = {}
+        self.seq = -1
+        self.trades: list[dict[str, Any]] = []
+        self.gaps = 0
+
+    def apply(self, msg: dict[str, Any]) -> None:
+        if msg["type"] == "snapshot":
+            self.bids = {p: (q, n) for p, q, n in msg["bids"]}
+            self.asks = {p: (q, n) for p, q, n in msg["asks"]}
+            self.seq = msg["seq"]
+        elif msg["type"] == "update":
+            if msg["prevSeq"] != self.seq:
+                self.gaps += 1
+            self.seq = msg["seq"]
+            for side, levels in (("bids", self.bids), ("asks", self.asks)):
+                for p, q, n in msg[side]:
+                    if q:
+                        levels[p] = (q, n)
+                    else:
+                        levels.pop(p, None)
+            self.trades.extend(msg["trades"])
+
+    def book(self) -> dict[str, Any]:
+        return {"bids": [{"price": p, "qty": self.bids[p][0], "orders": self.bids[p][1]}
+                         for p in sorted(self.bids, reverse=True)],
+                "asks": [{"price": p, "qty": self.asks[p][0], "orders": self.asks[p][1]} for p in sorted(self.asks)]}
+
+
+async def receive_until(ws: aiohttp.ClientWebSocketResponse, done: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
+    got = []
+    deadline = time.monotonic() + timeout
+    while not done(got):
+        left = deadline - time.monotonic()
+        assert left > 0, f"timed out; last messages: {got[-3:]}"
+        msg = await ws.receive(timeout=left)
+        assert msg.type is aiohttp.WSMsgType.TEXT, msg
+        got.append(json.loads(msg.data))
+    return got
+
+
+async def test_snapshot_then_updates_reproduce_the_book_and_the_trades(server: ServerProcess) -> None:
+    rnd = random.Random(7)
+    async with aiohttp.ClientSession() as s:
+        # Some resting state before the subscriber arrives, so the snapshot is not empty.
+        for i in range(20):
+            await s.post(f"{server.url}/orders", headers={"Authorization": f"Bearer a{i % 4}"},
+                         json={"symbol": "ACME", "side": rnd.choice(["buy", "sell"]), "price": rnd.randint(95, 105),
+                               "qty": rnd.randint(1, 20)})
+        ws = await s.ws_connect(server.ws_url)
+        await ws.send_json({"op": "subscribe", "symbols": ["ACME"]})
+        mirror = FeedMirror()
+        (snapshot,) = await receive_until(ws, lambda got: len(got) >= 1)
+        assert snapshot["type"] == "snapshot" and snapshot["symbol"] == "ACME"
+        mirror.apply(snapshot)
+        first_trade_seen = max([t["tradeId"] for t in snapshot["trades"]], default=0)
+
+        async def trader(i: int) -> None:
+            for _ in range(40):
+                body: dict[str, Any] = {"symbol": "ACME", "side": rnd.choice(["buy", "sell"]),
+                                        "qty": rnd.randint(1, 30)}
+                if rnd.random() < 0.1:
+                    body["type"] = "market"
+                else:
+                    body["price"] = rnd.randint(95, 105)
+                async with s.post(f"{server.url}/orders", json=body, headers={"Authorization": f"Bearer t{i}"}) as r:
+                    assert r.status == 200
+
+        await asyncio.gather(*(trader(i) for i in range(8)))
+        async with s.get(f"{server.url}/book/ACME?depth=1000") as r:
+            book = await r.json()
+        updates = await receive_until(ws, lambda got: got and got[-1]["seq"] >= book["seq"])
+        for msg in updates:
+            mirror.apply(msg)
+        assert mirror.gaps == 0
+        assert mirror.seq == book["seq"]
+        assert mirror.book() == {"bids": book["bids"], "asks": book["asks"]}
+        await asyncio.sleep(0.3)
+        async with s.get(f"{server.url}/trades?symbol=ACME&after={first_trade_seen}&limit=1000") as r:
+            stored = await r.json()
+        assert mirror.trades == stored and stored
+        ids = [t["tradeId"] for t in stored]
+        assert ids == list(range(ids[0], ids[0] + len(ids)))  # no holes
+        await ws.close()
+
+
+async def test_order_entry_over_websocket_with_many_in_flight(server: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as s:
+        ws = await s.ws_connect(server.ws_url + "?token=bot")
+        (hello,) = await receive_until(ws, lambda got: len(got) >= 1)
+        assert hello == {"type": "auth", "account": "bot"}
+        for i in range(200):
+            await ws.send_json({"op": "order", "id": f"r{i}", "symbol": "GLOBEX", "side": "buy" if i % 2 else "sell",
+                                "price": 50 + i % 7, "qty": 1 + i % 5, "clientOrderId": f"bot-{i}"})
+        msgs = await receive_until(ws, lambda got: sum(m["type"] == "result" for m in got) >= 200)
+        results = {m["id"]: m for m in msgs if m["type"] == "result"}
+        assert set(results) == {f"r{i}" for i in range(200)}
+        assert all(m["status"] == 200 for m in results.values())
+        assert [results[f"r{i}"]["body"]["clientOrderId"] for i in range(200)] == [f"bot-{i}" for i in range(200)]
+        # The same clientOrderId again, over WebSocket, answers with the original body.
+        await ws.send_json({"op": "order", "id": "again", "symbol": "GLOBEX", "side": "sell", "price": 50, "qty": 1,
+                            "clientOrderId": "bot-0"})
+        msgs = await receive_until(ws, lambda got: any(m.get("id") == "again" for m in got))
+        assert next(m for m in msgs if m.get("id") == "again")["body"] == results["r0"]["body"]
+        # Its crossing orders met its own resting ones: self-trade prevention cancelled those, no trades.
+        assert all(not r["body"]["fills"] for r in results.values())
+        await ws.send_json({"op": "order", "id": 6, "symbol": "GLOBEX", "side": "buy", "price": 10, "qty": 3})
+        (placed,) = [m for m in await receive_until(ws, lambda got: any(m.get("id") == 6 for m in got))
+                     if m.get("id") == 6]
+        oid = placed["body"]["orderId"]
+        await ws.send_json({"op": "cancel", "id": 7, "orderId": oid})
+        await ws.send_json({"op": "cancel", "id": 8, "orderId": 10**9})
+        await ws.send_json({"op": "amend", "id": 9, "orderId": oid, "qty": 0})
+        msgs = await receive_until(ws, lambda got: {7, 8, 9} <= {m.get("id") for m in got})
+        by_id = {m.get("id"): m for m in msgs if m["type"] == "result"}
+        assert by_id[7]["status"] == 200 and by_id[7]["body"]["status"] == "cancelled"
+        assert by_id[8]["status"] == 404
+        assert by_id[9]["status"] == 400 and by_id[9]["body"]["field"] == "qty"
+        await ws.close()
+
+
+async def test_private_updates_reach_the_resting_orders_owner(server: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as s:
+        ws = await s.ws_connect(server.ws_url)
+        await ws.send_json({"op": "auth", "token": "alice"})
+        await receive_until(ws, lambda got: got and got[-1]["type"] == "auth")
+        async with s.post(f"{server.url}/orders", json={"symbol": "ACME", "side": "sell", "price": 120, "qty": 10},
+                          headers={"Authorization": "Bearer alice"}) as r:
+            rest = await r.json()
+        async with s.post(f"{server.url}/orders", json={"symbol": "ACME", "side": "buy", "price": 120, "qty": 4},
+                          headers={"Authorization": "Bearer bob"}) as r:
+            assert (await r.json())["filledQty"] == 4
+        msgs = await receive_until(ws, lambda got: sum(m["type"] == "order" for m in got) >= 2)
+        orders = [m["order"] for m in msgs if m["type"] == "order"]
+        assert orders[0]["orderId"] == rest["orderId"] and orders[0]["status"] == "new"
+        assert orders[1]["orderId"] == rest["orderId"] and orders[1]["status"] == "partially_filled"
+        assert orders[1]["filledQty"] == 4 and orders[1]["fills"][0]["qty"] == 4
+        assert all(o["account"] == "alice" for o in orders)  # bob's own order is not sent to alice
+        await ws.close()
+
+
+async def test_garbage_gets_an_error_and_the_connection_keeps_working(server: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as s:
+        ws = await s.ws_connect(server.ws_url)
+        for junk in ("{not json", "[1,2]", '"hello"', '{"op": "dance"}', '{"op": "subscribe", "symbols": "ACME"}',
+                     '{"op": "subscribe", "symbols": ["NOPE"]}', '{"op": "order", "symbol": "ACME"}',
+                     '{"op": "auth", "token": 5}'):
+            await ws.send_str(junk)
+            (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
+            assert reply["type"] == "error" and reply["error"], junk
+        await ws.send_json({"op": "order", "id": 1, "symbol": "ACME", "side": "buy", "price": 1, "qty": 1})
+        (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
+        assert reply["status"] == 401  # order entry needs an account
+        await ws.send_bytes(b"\x00\x01")
+        (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
+        assert reply["type"] == "error"
+        await ws.send_json({"op": "ping"})
+        assert (await receive_until(ws, lambda got: len(got) >= 1)) == [{"type": "pong"}]
+        await ws.send_str("x" * (70 * 1024))  # over the 64 KiB frame limit: closed with a reason
+        msg = await ws.receive(timeout=10)
+        assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
+        assert ws.close_code == 1009
+        async with s.get(f"{server.url}/health") as r:
+            assert r.status == 200
+
+
+def metric(text: str, name: str) -> int:
+    (line,) = [line for line in text.splitlines() if line.startswith(name + " ")]
+    return int(line.split()[1])
+
+
+def _raw_ws_that_never_reads(port: int) -> socket.socket:
+    """A WebSocket client with a tiny receive buffer that subscribes and then stops reading."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    response = b""
+    while b"\r\n\r\n" not in response:
+        response += sock.recv(1)
+    assert b" 101 " in response
+    payload = json.dumps({"op": "subscribe", "symbols": ["ACME"]}).encode()
+    mask = os.urandom(4)
+    sock.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+    return sock
+
+
+async def test_a_slow_subscriber_never_stalls_order_entry_or_other_viewers(tmp_path: Any) -> None:
+    server = ServerProcess(tmp_path / "data", extra=["--ws-buffer", "64"]).start()
+    slow = _raw_ws_that_never_reads(server.port)
+    try:
+        async with aiohttp.ClientSession() as s:
+            viewer = await s.ws_connect(server.ws_url)
+            await viewer.send_json({"op": "subscribe", "symbols": ["ACME"]})
+            mirror = FeedMirror()
+            trader = await s.ws_connect(server.ws_url + "?token=trader")
+            await receive_until(trader, lambda got: len(got) >= 1)
+
+            async def read_viewer() -> None:
+                async for msg in viewer:
+                    mirror.apply(json.loads(msg.data))
+
+            reader = asyncio.create_task(read_viewer())
+            resynced = 0
+            sent = 0
+            started = time.monotonic()
+            # Keep trading until the server has given up on the slow client (bounded in count and time).
+            while sent < 60_000 and time.monotonic() - started < 60:
+                for _ in range(10):  # small bursts: many batches, so many feed messages
+                    for i in range(10):
+                        await trader.send_json({"op": "order", "id": sent + i, "symbol": "ACME",
+                                                "side": "buy" if (sent + i) % 2 else "sell",
+                                                "price": 1000 + (sent + i) % 300, "qty": 1})
+                    await receive_until(trader, lambda got: sum(m["type"] == "result" for m in got) >= 10, 30)
+                    sent += 10
+                async with s.get(f"{server.url}/metrics") as r:
+                    text = await r.text()
+                resynced = metric(text, "tickflow_websocket_resyncs_total")
+                clients = metric(text, "tickflow_websocket_clients")
+                if resynced > 3 and clients == 2:
+                    break
+            assert resynced > 3 and clients == 2, f"slow client not dropped after {sent} orders"
+            async with s.get(f"{server.url}/book/ACME?depth=1000") as r:
+                book = await r.json()
+            deadline = time.monotonic() + 10
+            while mirror.seq < book["seq"] and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert mirror.gaps == 0 and mirror.book() == {"bids": book["bids"], "asks": book["asks"]}
+            reader.cancel()
+    finally:
+        slow.close()
+        server.kill()

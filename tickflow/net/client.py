@@ -917,13 +917,22 @@ class Session:
         self._deliver_trades(msg.symbol, trades)
 
     async def _backfill(self, symbol: str, last: int, trades: list[Trade]) -> list[Trade]:
-        """Fetch the trades printed while we were away (between `last` and the snapshot's oldest)."""
-        try:
-            missed = await asyncio.wait_for(self.http.trades(symbol, after=last, limit=1000),
-                                            self._request_timeout)
-        except (TickflowError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            log.warning("could not fetch missed %s trades: %s", symbol, e)
-            return trades
+        """Fetch the trades printed while we were away (between `last` and the snapshot's oldest).
+
+        The trade store is written just after the feed, so a fetch can briefly lag the snapshot: it
+        is retried a few times until the ids run without a hole into the snapshot's trades."""
+        first = trades[0].trade_id
+        missed: list[Trade] = []
+        for attempt in range(5):
+            try:
+                missed = await asyncio.wait_for(self.http.trades(symbol, after=last, limit=1000),
+                                                self._request_timeout)
+            except (TickflowError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+                log.warning("could not fetch missed %s trades: %s", symbol, e)
+                break
+            if len(missed) >= 1000 or (missed and missed[-1].trade_id >= first - 1):
+                break
+            await asyncio.sleep(0.05 * (attempt + 1))
         return sorted({t.trade_id: t for t in [*missed, *trades]}.values(), key=lambda t: t.trade_id)
 
     def _deliver_trades(self, symbol: str, trades: Sequence[Trade]) -> None:

@@ -128,7 +128,7 @@ class BookView(Widget, can_focus=True):
         out.append(f"{lv.price:>{_PRICE_W}}", style=f"bold {colour} {dim} {cursor}")
         out.append(f"{fmt.qty(lv.qty):>{_SIZE_W}}", style=f"{dim} {cursor}")
         out.append(f"{fmt.qty(total):>{_TOTAL_W}} ", style=f"{dim} {cursor}")
-        out.append(depth_bar(total / scale, bar_w), style=f"{colour} {dim}")
+        out.append(depth_bar(total / scale, bar_w), style=f"{bar_colour} {dim}")
         out.append("\n")
 
     def _blank(self, out: Text, width: int, offset: int) -> None:

@@ -11,6 +11,9 @@ from tickflow.tui.model import Candle
 from tickflow.tui.palette import Palette
 
 MAX_CANDLES = 60
+MIN_SLOTS = 30
+"""The chart has room for at least this many minutes, newest at the right, so a young market's first
+candles do not stretch across the whole width."""
 
 
 class PriceChart(PlotextPlot):
@@ -48,13 +51,22 @@ class PriceChart(PlotextPlot):
         if not candles:
             plt.title("no trades in the last hour")
         else:
-            xs = list(range(len(candles)))
+            # x is minutes before the newest candle: quiet minutes stay gaps, as on a real time axis.
+            newest = candles[-1].t
+            candles = [c for c in candles if newest - c.t < MAX_CANDLES * 60_000]
+            offsets = [(c.t - newest) // 60_000 for c in candles]
+            slots = max(MIN_SLOTS, 1 - offsets[0])
+            xs = [slots - 1 + off for off in offsets]
+            plt.xlim(-0.5, slots - 0.5)
             data = {"Open": [c.open for c in candles], "High": [c.high for c in candles],
                     "Low": [c.low for c in candles], "Close": [c.close for c in candles]}
             plt.candlestick(xs, data, colors=[_plotext_colour(palette.buy), _plotext_colour(palette.sell)])
             step = max(1, len(candles) // 6)
-            ticks = xs[::step]
-            plt.xticks(ticks, [fmt.minute(candles[i].t, self.utc) for i in ticks])
+            picks = list(range(len(candles) - 1, -1, -step))[::-1]  # always label the newest
+            plt.xticks([xs[i] for i in picks], [fmt.minute(candles[i].t, self.utc) for i in picks])
+            low, high = min(c.low for c in candles), max(c.high for c in candles)
+            step_y = max(1, (high - low) // 5)
+            plt.yticks(list(range(low, high + 1, step_y)))
             first, last = candles[0].open, candles[-1].close
             change = last - first
             sign = "▲ +" if change > 0 else ("▼ " if change < 0 else "■ ")

@@ -117,11 +117,11 @@ def busy_feed(seed: int = 7, symbol: str = "ACME") -> tuple[list[Event], list[Ba
     rng = random.Random(seed)
     bids = [(10_000 - i, rng.randint(5, 60) * 10, rng.randint(1, 6)) for i in range(20)]
     asks = [(10_002 + i, rng.randint(5, 60) * 10, rng.randint(1, 6)) for i in range(20)]
+    steps = [rng.randint(-6, 7) for _ in range(59)]
+    price = 10_001 - sum(steps)  # the walk ends where the trades below begin
     bars: list[Bar] = []
-    price = 9_960
-    for i in range(59):
-        o = price
-        c = o + rng.randint(-6, 7)
+    for i, step in enumerate(steps):
+        o, c = price, price + step
         bars.append(Bar(T0 + i * 60_000, o, max(o, c) + rng.randint(0, 4), min(o, c) - rng.randint(0, 4), c,
                         rng.randint(100, 900), None))
         price = c

@@ -13,7 +13,7 @@ def price(p: int | float | None) -> str:
     if p is None:
         return "—"
     if isinstance(p, float) and not p.is_integer():
-        return f"{p:,.1f}"
+        return f"{p:.1f}"
     return f"{int(p)}"
 
 

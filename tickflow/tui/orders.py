@@ -9,7 +9,7 @@ from tickflow.net.client import Order
 from tickflow.tui import format as fmt
 from tickflow.tui.palette import Palette
 
-_BAR = 8
+_BAR = 6
 
 
 def progress(filled: int, qty: int) -> Text:
@@ -49,7 +49,8 @@ class MyOrders(DataTable):
         keep = self.selected.order_id if self.selected else None
         self.orders = orders
         self.border_title = f"My orders · {len(orders)} open"
-        self.clear()
+        self.clear(columns=True)  # columns shrink back when wide rows go
+        self.add_columns(*self.COLUMNS)
         if not orders:
             self._empty_row()
             return
@@ -62,7 +63,7 @@ class MyOrders(DataTable):
                 Text(fmt.qty(o.qty), justify="right"),
                 progress(o.filled_qty, o.qty),
                 o.tif.upper() + (" PO" if o.post_only else ""),
-                o.status.replace("_", " "),
+                "partial" if o.status == "partially_filled" else o.status,
                 key=str(o.order_id),
             )
         row = next((i for i, o in enumerate(orders) if o.order_id == keep), 0)

@@ -273,7 +273,7 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
     session = _WsSession(ex, sub)
     token = request.query.get("token")
     if token is not None:
-        session.auth(token)
+        session.auth(token, request.query.get("updates", "true") != "false")
     try:
         async for msg in ws:
             ex.counters["ws_messages"] += 1
@@ -300,13 +300,16 @@ class _WsSession:
     def error(self, message: str, **extra: Any) -> None:
         self.sub.reply(encode({"type": "error", "error": message, **extra}))
 
-    def auth(self, token: Any) -> None:
+    def auth(self, token: Any, updates: Any = True) -> None:
         account = self.ex.account(token) if isinstance(token, str) else None
         if account is None:
             self.error("unknown token", op="auth")
             return
-        self.ex.feed.authenticate(self.sub, account)
-        self.sub.reply(encode({"type": "auth", "account": account}))
+        if not isinstance(updates, bool):
+            self.error("updates must be true or false", op="auth", field="updates")
+            return
+        self.ex.feed.authenticate(self.sub, account, updates)
+        self.sub.reply(encode({"type": "auth", "account": account, "updates": updates}))
 
     def handle(self, raw: str) -> None:
         try:
@@ -321,7 +324,7 @@ class _WsSession:
         if op == "ping":
             self.sub.reply(b'{"type":"pong"}')
         elif op == "auth":
-            self.auth(message.get("token"))
+            self.auth(message.get("token"), message.get("updates", True))
         elif op in ("subscribe", "unsubscribe"):
             self.subscription(op, message.get("symbols"))
         elif op in ("order", "cancel", "amend"):

@@ -290,13 +290,15 @@ class Feed:
         sub.symbols.discard(symbol)
         self.by_symbol.get(symbol, set()).discard(sub)
 
-    def authenticate(self, sub: Subscriber, account: str) -> None:
+    def authenticate(self, sub: Subscriber, account: str, updates: bool = True) -> None:
+        """Name the connection's account; with `updates` it also receives its orders' changes."""
         if sub.account is not None:
             subs = self.by_account.get(sub.account)
             if subs:
                 subs.discard(sub)
         sub.account = account
-        self.by_account.setdefault(account, set()).add(sub)
+        if updates:
+            self.by_account.setdefault(account, set()).add(sub)
 
 
 class _SymbolBatch:

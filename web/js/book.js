@@ -1,0 +1,162 @@
+// The order book: its state as the feed describes it, and the table that shows it.
+
+import { el, fmtPrice, fmtQty } from "./format.js";
+
+/**
+ * One symbol's book, kept from a snapshot and the updates after it.
+ * apply() answers "ok", or "gap" when an update's prevSeq is not the seq held: the caller then asks for a
+ * fresh snapshot and the book ignores updates until it arrives.
+ */
+export class BookState {
+  constructor(symbol) {
+    this.symbol = symbol;
+    this.seq = null; // null: waiting for a snapshot
+    this.bids = new Map(); // price -> [qty, orders]
+    this.asks = new Map();
+  }
+
+  snapshot(msg) {
+    this.seq = msg.seq;
+    this.bids = new Map(msg.bids.map(([p, q, n]) => [p, [q, n]]));
+    this.asks = new Map(msg.asks.map(([p, q, n]) => [p, [q, n]]));
+  }
+
+  apply(msg) {
+    if (this.seq === null) return "waiting";
+    if (msg.prevSeq !== this.seq) {
+      this.seq = null;
+      return "gap";
+    }
+    this.seq = msg.seq;
+    setLevels(this.bids, msg.bids || []);
+    setLevels(this.asks, msg.asks || []);
+    return "ok";
+  }
+
+  /** Best first: bids high to low, asks low to high, at most `depth` of each. */
+  levels(depth) {
+    const bids = [...this.bids].sort((a, b) => b[0] - a[0]).slice(0, depth);
+    const asks = [...this.asks].sort((a, b) => a[0] - b[0]).slice(0, depth);
+    return { bids: withTotals(bids), asks: withTotals(asks) };
+  }
+
+  bestBid() {
+    let best = null;
+    for (const p of this.bids.keys()) if (best === null || p > best) best = p;
+    return best;
+  }
+
+  bestAsk() {
+    let best = null;
+    for (const p of this.asks.keys()) if (best === null || p < best) best = p;
+    return best;
+  }
+}
+
+function setLevels(side, levels) {
+  for (const [price, qty, orders] of levels) {
+    if (qty === 0) side.delete(price);
+    else side.set(price, [qty, orders]);
+  }
+}
+
+function withTotals(levels) {
+  let total = 0;
+  return levels.map(([price, [qty, orders]]) => {
+    total += qty;
+    return { price, qty, orders, total };
+  });
+}
+
+/**
+ * The book table: a fixed number of rows per side, updated in place so keyboard focus on a price
+ * survives every redraw. Asks are listed worst to best down to the spread, bids best to worst below it.
+ */
+export class BookView {
+  constructor({ asks, bids, spread, depth, onPick }) {
+    this.depth = depth;
+    this.spread = spread;
+    this.askRows = makeRows(asks, depth, "sell", onPick);
+    this.bidRows = makeRows(bids, depth, "buy", onPick);
+  }
+
+  render(book, mine) {
+    const { bids, asks } = book.levels(this.depth);
+    const maxTotal = Math.max(1, bids.length ? bids.at(-1).total : 0, asks.length ? asks.at(-1).total : 0);
+    // Asks: the best ask sits in the last row, next to the spread.
+    for (let i = 0; i < this.depth; i++) {
+      const level = asks[this.depth - 1 - i];
+      fillRow(this.askRows[i], level, maxTotal, mine.sell);
+    }
+    for (let i = 0; i < this.depth; i++) fillRow(this.bidRows[i], bids[i], maxTotal, mine.buy);
+    const bid = book.bestBid();
+    const ask = book.bestAsk();
+    if (bid !== null && ask !== null) {
+      const spread = ask - bid;
+      const mid = (ask + bid) / 2;
+      this.spread.textContent = `Spread ${fmtPrice(spread)} · Mid ${fmtPrice(mid)}`;
+    } else {
+      this.spread.textContent = bid === null && ask === null ? "Empty book" : "Spread — (one side empty)";
+    }
+  }
+}
+
+function makeRows(tbody, depth, side, onPick) {
+  tbody.replaceChildren();
+  const rows = [];
+  for (let i = 0; i < depth; i++) {
+    const tr = el("tr", `level ${side}`);
+    const priceCell = el("td", "px");
+    const button = el("button", "pick");
+    button.type = "button";
+    priceCell.append(button);
+    const mark = el("span", "mine-mark", "");
+    priceCell.append(mark);
+    const qty = el("td", "num");
+    const total = el("td", "num");
+    tr.append(priceCell, qty, total);
+    tr.addEventListener("click", (ev) => {
+      const price = tr.dataset.price;
+      if (price === undefined) return;
+      if (ev.target !== button) button.focus();
+      onPick(Number(price), side);
+    });
+    tbody.append(tr);
+    rows.push({ tr, button, mark, qty, total });
+  }
+  return rows;
+}
+
+function fillRow(row, level, maxTotal, minePrices) {
+  if (!level) {
+    if (row.tr.dataset.price === undefined) return;
+    delete row.tr.dataset.price;
+    row.tr.classList.add("vacant");
+    row.button.textContent = "";
+    row.button.tabIndex = -1;
+    row.button.removeAttribute("aria-label");
+    row.mark.textContent = "";
+    row.qty.textContent = "";
+    row.total.textContent = "";
+    row.tr.style.setProperty("--depth", "0%");
+    return;
+  }
+  const side = row.tr.classList.contains("sell") ? "ask" : "bid";
+  const price = fmtPrice(level.price);
+  row.tr.dataset.price = String(level.price);
+  row.tr.classList.remove("vacant");
+  row.button.textContent = price;
+  row.button.tabIndex = 0;
+  const own = minePrices.has(level.price);
+  row.button.setAttribute(
+    "aria-label",
+    `${side} ${price}, size ${fmtQty(level.qty)} in ${level.orders} order${level.orders === 1 ? "" : "s"}` +
+      `${own ? ", includes yours" : ""}. Copy price to ticket`,
+  );
+  row.mark.textContent = own ? "◆" : "";
+  row.mark.title = own ? "Your order rests here" : "";
+  row.qty.textContent = fmtQty(level.qty);
+  row.total.textContent = fmtQty(level.total);
+  row.tr.title = `${level.orders} order${level.orders === 1 ? "" : "s"}`;
+  row.tr.style.setProperty("--depth", `${((level.total / maxTotal) * 100).toFixed(1)}%`);
+}

@@ -21,6 +21,7 @@ from tickflow.net.metrics import render_metrics
 from tickflow.net.openapi import OPENAPI
 from tickflow.net.protocol import MAX_BODY, BadRequest, encode
 from tickflow.net.sequencer import Sequencer, SequencerStopped
+from tickflow.net.trade_writer import TradeWriter
 from tickflow.store.trades import TradeStore
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class Exchange:
     sequencer: Sequencer
     feed: Feed
     store: TradeStore
+    trade_writer: TradeWriter
     tokens: dict[str, str] | None = None
     """token -> account; None is open demo mode, where the token is the account."""
     started: float = field(default_factory=time.time)
@@ -199,6 +201,7 @@ async def get_trades(request: web.Request) -> web.Response:
         _symbol(request, symbol)
     after = _int_param(request, "after", 0, 0, 1 << 62)
     limit = _int_param(request, "limit", 100, 1, 1000)
+    await ex.trade_writer.caught_up(ex.feed.durable_seq)
     return _json(await ex.store.trades(symbol, after, limit))
 
 
@@ -213,6 +216,7 @@ async def get_bars(request: web.Request) -> web.Response:
     start = _int_param(request, "from", to - 3_600_000, 0, 1 << 50)
     if start >= to:
         raise BadRequest("from must be before to", "from")
+    await ex.trade_writer.caught_up(ex.feed.durable_seq)
     return _json(await ex.store.bars(symbol, INTERVALS[interval], start, to))
 
 

@@ -20,6 +20,7 @@ from tickflow.net.app import Exchange, make_app
 from tickflow.net.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
 from tickflow.net.protocol import SYMBOL_PATTERN
 from tickflow.net.sequencer import Durability, Sequencer
+from tickflow.net.trade_writer import TradeWriter
 from tickflow.store.replay import recover
 from tickflow.store.trades import TradeStore
 from tickflow.store.wal import CorruptLog, Wal
@@ -79,47 +80,6 @@ def load_tokens(path: str | None) -> dict[str, str] | None:
     return tokens
 
 
-class TradeWriter:
-    """Copies durable trades into SQLite in batches, off the sequencer's path."""
-
-    def __init__(self, store: TradeStore) -> None:
-        self.store = store
-        self.pending: list[Trade] = []
-        self.wake = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-        self.stopping = False
-
-    def publish(self, outcomes: list[Outcome]) -> None:
-        for outcome in outcomes:
-            if outcome.trades:
-                self.pending.extend(outcome.trades)
-        if self.pending:
-            self.wake.set()
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._run(), name="trade-writer")
-
-    async def _run(self) -> None:
-        while True:
-            await self.wake.wait()
-            self.wake.clear()
-            while self.pending:
-                batch, self.pending = self.pending, []
-                try:
-                    await self.store.insert(batch)
-                except Exception:
-                    # The log still holds these trades; the next start re-derives and inserts them.
-                    log.exception("writing %d trades to SQLite failed", len(batch))
-            if self.stopping:
-                return
-
-    async def stop(self) -> None:
-        self.stopping = True
-        self.wake.set()
-        if self.task is not None:
-            await self.task
-
-
 async def serve(args: argparse.Namespace) -> int:
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
@@ -168,7 +128,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     feed.durable_seq = engine.last_seq
 
     sequencer = Sequencer(engine, wal, args.durability)
-    writer = TradeWriter(store)
+    writer = TradeWriter(store, engine.last_seq)
     sequencer.listeners += [feed.publish, writer.publish]
     await sequencer.start()
     writer.start()
@@ -177,7 +137,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
             await sequencer.submit(AddSymbol(symbol))
             feed.add_symbol(symbol, sequencer.seq)
 
-    exchange = Exchange(engine, sequencer, feed, store, tokens)
+    exchange = Exchange(engine, sequencer, feed, store, writer, tokens)
     if args.web:
         exchange.web_dir = Path(args.web)
     app = make_app(exchange)

@@ -1,0 +1,107 @@
+"""The server process on damaged or partial data: SQLite rebuilt from the log, torn tails, corruption, tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from server_process import ServerProcess
+
+
+async def _place(url: str, account: str, body: dict[str, Any]) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{url}/orders", json=body, headers={"Authorization": f"Bearer {account}"}) as r:
+            assert r.status == 200
+            return await r.json()
+
+
+async def _get(url: str) -> Any:
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url) as r:
+            return await r.json()
+
+
+async def _trade_a_little(url: str, n: int = 10) -> None:
+    for i in range(n):
+        await _place(url, "maker", {"symbol": "ACME", "side": "sell", "price": 100 + i, "qty": 5})
+        await _place(url, "taker", {"symbol": "ACME", "side": "buy", "price": 100 + i, "qty": 5})
+
+
+async def test_sqlite_is_rebuilt_from_the_log(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        await _trade_a_little(server.url)
+        trades = await _get(f"{server.url}/trades?limit=1000")
+        assert len(trades) == 10
+        server.kill()
+        for name in os.listdir(server.data):
+            if name.startswith("trades.sqlite"):
+                os.remove(server.data / name)
+        server.start()
+        assert "10 trades inserted" in server.output()
+        assert await _get(f"{server.url}/trades?limit=1000") == trades
+    finally:
+        server.kill()
+
+
+async def test_a_torn_tail_is_cut_and_reported(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        await _trade_a_little(server.url, 3)
+        book = await _get(f"{server.url}/book/ACME")
+        server.kill()
+        with open(server.data / "wal.log", "ab") as f:
+            f.write(b"\x40\x00\x00\x00\xde\xad\xbe\xefhalf a rec")  # a header promising 64 bytes, then a crash
+        server.start()
+        assert "cut a torn tail" in server.output() and "18 bytes dropped" in server.output()
+        assert await _get(f"{server.url}/book/ACME") == book
+        await _place(server.url, "maker", {"symbol": "ACME", "side": "sell", "price": 500, "qty": 1})
+        server.restart(kill=True)
+        assert "cut a torn tail" not in server.output()
+    finally:
+        server.kill()
+
+
+async def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    await _trade_a_little(server.url, 3)
+    server.stop()
+    log = server.data / "wal.log"
+    data = bytearray(log.read_bytes())
+    size = len(data)
+    data[30] ^= 0x01  # a flipped bit inside an early record
+    log.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match=r"corrupt record at byte offset \d+"):
+        server.start(timeout=20)
+    assert log.stat().st_size == size  # nothing truncated
+
+
+async def test_tokens_file_maps_tokens_to_accounts(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"s3cret-a": "alice", "s3cret-b": "bob"}))
+    server = ServerProcess(tmp_path / "data", extra=["--tokens", str(tokens)]).start()
+    try:
+        placed = await _place(server.url, "s3cret-a", {"symbol": "ACME", "side": "buy", "price": 10, "qty": 1})
+        assert placed["account"] == "alice"
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"{server.url}/orders", headers={"Authorization": "Bearer alice"},
+                              json={"symbol": "ACME", "side": "buy", "price": 10, "qty": 1}) as r:
+                assert r.status == 401  # the account name is not a token here
+            async with s.get(f"{server.url}/orders/{placed['orderId']}",
+                             headers={"Authorization": "Bearer s3cret-b"}) as r:
+                assert r.status == 404
+    finally:
+        server.kill()
+
+
+async def test_bad_tokens_file_or_symbols_refuse_to_start(tmp_path: Path) -> None:
+    (tmp_path / "tokens.json").write_text("[1, 2]")
+    with pytest.raises(RuntimeError, match="token -> account"):
+        ServerProcess(tmp_path / "a", extra=["--tokens", str(tmp_path / "tokens.json")]).start(timeout=20)
+    with pytest.raises(RuntimeError, match="bad symbol names"):
+        ServerProcess(tmp_path / "b", symbols="ACME,not ok").start(timeout=20)

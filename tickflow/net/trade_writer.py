@@ -1,0 +1,79 @@
+"""Copies durable trades into SQLite in batches, off the sequencer's path."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from tickflow.core.types import Outcome, Trade
+from tickflow.store.trades import TradeStore
+
+log = logging.getLogger(__name__)
+
+
+class TradeWriter:
+    """A sequencer listener: queues each durable batch's trades; a task inserts them."""
+
+    def __init__(self, store: TradeStore, flushed_seq: int = 0) -> None:
+        self.store = store
+        self.pending: list[Trade] = []
+        self.pending_seq = flushed_seq
+        self.flushed_seq = flushed_seq
+        """Every trade made by a command up to this sequence number is in SQLite."""
+        self.wake = asyncio.Event()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.task: asyncio.Task[None] | None = None
+        self.stopping = False
+
+    def publish(self, outcomes: list[Outcome]) -> None:
+        for outcome in outcomes:
+            if outcome.trades:
+                self.pending.extend(outcome.trades)
+        if outcomes:
+            self.pending_seq = outcomes[-1].seq
+        self.wake.set()
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="trade-writer")
+
+    async def caught_up(self, seq: int, timeout: float = 10.0) -> None:
+        """Return once SQLite holds every trade up to `seq`, so a read sees what an answer showed."""
+        if seq <= self.flushed_seq:
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((seq, future))
+        await asyncio.wait_for(future, timeout)
+
+    async def _run(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            while self.pending or self.flushed_seq < self.pending_seq:
+                batch, self.pending = self.pending, []
+                seq = self.pending_seq
+                if batch:
+                    try:
+                        await self.store.insert(batch)
+                    except Exception:
+                        # The log still holds these trades; the next start re-derives and inserts them.
+                        log.exception("writing %d trades to SQLite failed", len(batch))
+                self.flushed_seq = seq
+                self._wake_waiters()
+            if self.stopping:
+                return
+
+    def _wake_waiters(self) -> None:
+        waiting = []
+        for seq, future in self._waiters:
+            if seq <= self.flushed_seq:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                waiting.append((seq, future))
+        self._waiters = waiting
+
+    async def stop(self) -> None:
+        self.stopping = True
+        self.wake.set()
+        if self.task is not None:
+            await self.task

@@ -1,7 +1,7 @@
 """End to end: 64 concurrent clients placing orders against a real `tickflow serve`, per durability mode.
 
     .venv/bin/python bench/bench_e2e.py                 # HTTP and WebSocket, none/group/order, and the bare endpoint
-    .venv/bin/python bench/bench_e2e.py --json out.json
+    .venv/bin/python bench/bench_e2e.py --json          # one JSON object on stdout (progress on stderr)
 
 Each client keeps one order in flight on its own keep-alive connection (HTTP) or WebSocket, and times
 each round trip. The load generator is a separate process with minimal raw HTTP and WebSocket clients
@@ -244,7 +244,7 @@ def run(per_client: int = 400, order_per_client: int = 15, modes: tuple[str, ...
                     _stop(proc)
                 row.update(transport=transport, mode=mode)
                 results["rows"].append(row)
-                print(_line(row), flush=True)
+                print(_line(row), file=sys.stderr, flush=True)
         proc, port = _start([sys.executable, str(BARE_SERVER), "--port", "0"], Path(tmp) / "bare.out")
         try:
             asyncio.run(_load(port, "http", max(2, per_client // 10), seed + 100, bare=True))
@@ -253,7 +253,8 @@ def run(per_client: int = 400, order_per_client: int = 15, modes: tuple[str, ...
             _stop(proc)
         row.update(transport="http", mode="bare")
         results["rows"].append(row)
-        print(_line(row), flush=True)
+        print(_line(row), file=sys.stderr, flush=True)
+    results["ratios"] = ratios(results)
     return results
 
 
@@ -282,15 +283,15 @@ def main() -> None:
     p.add_argument("--order-per-client", type=int, default=15, help="orders per client in durability=order")
     p.add_argument("--modes", default="none,group,order")
     p.add_argument("--transports", default="http,ws")
-    p.add_argument("--json", help="also write the figures to this file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args()
     results = run(args.per_client, args.order_per_client, tuple(args.modes.split(",")),
                   tuple(args.transports.split(",")))
-    results["ratios"] = ratios(results)
+    if args.json:
+        print(json.dumps(results))
+        return
     for name, value in results["ratios"].items():
         print(f"{name}: {value:.2f}x")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -33,18 +33,22 @@ CHROMIUM_ARGS = [
 ]
 REPO = Path(__file__).resolve().parents[1]
 
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"browser tests need {CHROMIUM}: run scripts/ci-browser.sh as root (apt-get install chromium)",
-                allow_module_level=True)
+import aiohttp
+
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright
 except ImportError:
-    pytest.skip("browser tests need playwright: run scripts/ci-browser.sh (pip install playwright)",
-                allow_module_level=True)
+    sync_playwright = None
+else:
+    expect.set_options(timeout=10_000)
 
-import aiohttp  # noqa: E402  (after the skips: a missing browser is the reason worth reporting)
 
-expect.set_options(timeout=10_000)
+def need_chromium() -> None:
+    """Skip, saying what to install, where the browser or Playwright is missing (a user without root)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"browser tests need {CHROMIUM}: run scripts/ci-browser.sh as root (apt-get install chromium)")
+    if sync_playwright is None:
+        pytest.skip("browser tests need playwright: run scripts/ci-browser.sh (pip install playwright into .venv)")
 
 # Chromium itself logs a failed WebSocket or fetch while the server is down; that is the network, not the page.
 NETWORK_NOISE = re.compile(r"WebSocket connection to .* failed|Failed to load resource|ERR_CONNECTION_REFUSED")
@@ -150,6 +154,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    need_chromium()
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b

@@ -337,6 +337,10 @@ def test_the_ticket_checks_input_before_sending_and_shows_the_servers_answer(pag
     expect(page.locator("#t-price-err")).to_contain_text("price must be a whole number")
     expect(page.locator("#t-price")).to_have_attribute("aria-invalid", "true")
     expect(page.locator("#t-price")).to_be_focused()
+    # Keyboard only: Enter in a field sends the ticket, which is checked first.
+    page.fill("#t-price", "12x")
+    page.press("#t-price", "Enter")
+    expect(page.locator("#t-price-err")).to_contain_text("price must be a whole number")
     place_from_ticket(page, "buy", 100, "2.5")
     expect(page.locator("#t-qty-err")).to_contain_text("quantity must be a whole number")
     place_from_ticket(page, "sell", 100, 5, tif="ioc", post_only=True)
@@ -501,8 +505,18 @@ def test_the_page_recovers_after_the_server_is_killed_and_restarted(
         expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
         expect(page.locator("#conn-text")).to_contain_text("Retrying in")
         expect(page.locator("#book-state")).to_have_text("Waiting for a snapshot…")
+        expect(page.locator("#book")).to_have_class(re.compile(r"\bstale\b"))
+        # An order sent while the server is down is not lost in silence: the page says it was not confirmed.
+        place_from_ticket(page, "buy", 9970, 1)
+        expect(page.locator("#answer")).to_contain_text("cannot be reached; nothing was confirmed")
+        # A call made on the WebSocket while it is down waits, and is sent once it is back.
+        page.evaluate("""() => { window.queued = window.tickflow.conn.request({op: "order", symbol: "ACME",
+            side: "buy", type: "limit", price: 9960, qty: 2, clientOrderId: "queued-1"}); }""")
         srv.start()
         expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
+        queued = page.evaluate("window.queued")
+        assert (queued["status"], queued["body"]["status"], queued["body"]["clientOrderId"]) == (200, "new", "queued-1")
+        expect(size(page, "buy", 9960)).to_have_text("2")
         wait_for_snapshot(page)
         # The acknowledged order survived the kill; the page re-authenticated and re-subscribed.
         expect(size(page, "buy", 9980)).to_have_text("11")

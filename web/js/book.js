@@ -105,7 +105,7 @@ function makeRows(tbody, depth, side, onPick) {
   tbody.replaceChildren();
   const rows = [];
   for (let i = 0; i < depth; i++) {
-    const tr = el("tr", `level ${side}`);
+    const tr = el("tr", `level ${side} vacant`);
     const priceCell = el("td", "px");
     const button = el("button", "pick");
     button.type = "button";

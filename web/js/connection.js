@@ -28,11 +28,21 @@ export class Connection extends EventTarget {
     this.lastHeard = 0;
     this.stats = { opened: 0, messages: 0 };
     setInterval(() => this.keepAlive(), PING_EVERY_MS);
-    addEventListener("online", () => this.reconnectNow());
+    addEventListener("online", () => {
+      if (!this.isOpen) this.reconnectNow();
+    });
   }
 
   /** Connect (again) as this account; "" connects without authenticating (market data only). */
   start(token) {
+    if (token !== this.token) {
+      // Unanswered calls belong to the old account: never resend them as the new one.
+      for (const [id, req] of this.pending) {
+        clearTimeout(req.timer);
+        req.resolve({ status: 0, body: { error: "the account changed before the server answered" } });
+        this.pending.delete(id);
+      }
+    }
     this.token = token;
     this.reconnectNow();
   }

@@ -50,6 +50,7 @@ const ticket = new Ticket($("ticket"), { onSubmit: placeOrder, onSymbol: selectS
 onFrame("book", () => {
   bookView.render(page.book, orders.prices(page.symbol));
   $("book").dataset.seq = page.book.seq === null ? "" : String(page.book.seq);
+  $("book").classList.toggle("stale", page.symbol !== null && page.book.seq === null);
   $("book-state").textContent = page.symbol && page.book.seq === null ? "Waiting for a snapshot…" : "";
   renderQuote();
 });
@@ -67,6 +68,7 @@ function renderQuote() {
   $("quote-last").className = last ? last.aggressor : "";
   $("quote-bid").textContent = fmtPrice(page.book.bestBid());
   $("quote-ask").textContent = fmtPrice(page.book.bestAsk());
+  document.title = page.symbol ? `${page.symbol} ${last ? fmtPrice(last.price) : ""} · tickflow` : "tickflow";
 }
 
 function say(text, kind = "") {
@@ -153,7 +155,13 @@ conn.addEventListener("order", (ev) => {
 });
 
 conn.addEventListener("servererror", (ev) => {
-  say(`Server: ${ev.detail.error || ev.detail.reason || "error"}`, "bad");
+  const why = ev.detail.error || ev.detail.reason || "error";
+  if (ev.detail.op === "auth") {
+    // Market data still flows; order entry and my orders need an account the server knows.
+    $("conn").dataset.state = "refused";
+    $("conn-text").textContent = `Account ${page.account} refused: ${why}`;
+  }
+  say(`Server: ${why}`, "bad");
 });
 
 // ------------------------------------------------------------------ loading

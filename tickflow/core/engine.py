@@ -129,6 +129,8 @@ class Engine:
         if reason is not None:
             order.status = "rejected"
             order.reason = reason
+            # Kept like any finished order: the caller was given this id and may ask about it.
+            self.orders[order_id] = order
             return self._remember(cmd, Outcome(seq, state_of(order), None, _NO_TRADES, [], []))
         assert book is not None
         if cmd.tif == "fok" and not self._fok_fillable(book, order):

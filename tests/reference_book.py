@@ -1,0 +1,327 @@
+"""A deliberately naive twin of the matching engine, and a driver for the real one, for tests.
+
+Every resting order of a (symbol, side) sits in one plain list in time-priority order: a newly
+resting or re-queued order is appended, a finished one removed. The best order to trade with is
+found by scanning that list: the best price wins and, at equal prices, whichever comes first.
+Nothing here is meant to be fast; everything is meant to be easy to check by reading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from tickflow.core.engine import Engine
+from tickflow.core.types import (
+    MAX_PRICE,
+    MAX_QTY,
+    AddSymbol,
+    Amend,
+    Cancel,
+    Command,
+    Fill,
+    NewOrder,
+    OrderState,
+    Outcome,
+    Trade,
+)
+
+
+@dataclass(eq=False)  # identity, so list.remove takes out exactly this order
+class RefOrder:
+    order_id: int
+    client_order_id: str | None
+    account: str
+    symbol: str
+    side: str
+    type: str
+    price: int
+    qty: int
+    tif: str
+    post_only: bool
+    seq: int
+    ts: int
+    filled: int = 0
+    status: str = "new"
+    reason: str | None = None
+
+    def state(self, fills: list[Fill] | None = None) -> OrderState:
+        return OrderState(
+            self.order_id, self.client_order_id, self.account, self.symbol, self.side,  # type: ignore[arg-type]
+            self.type, self.price, self.qty, self.tif, self.post_only, self.status,  # type: ignore[arg-type]
+            self.filled, self.qty - self.filled, list(fills or []), self.reason, self.seq, self.ts,
+        )
+
+
+@dataclass
+class RefEngine:
+    symbols: list[str] = field(default_factory=list)
+    orders: dict[int, RefOrder] = field(default_factory=dict)
+    resting: dict[tuple[str, str], list[RefOrder]] = field(default_factory=dict)
+    seen: dict[tuple[str, str], tuple[NewOrder, OrderState]] = field(default_factory=dict)
+    next_order_id: int = 1
+    next_trade_id: int = 1
+
+    @classmethod
+    def with_symbols(cls, symbols: Iterable[str]) -> RefEngine:
+        engine = cls()
+        for s in symbols:
+            engine.add_symbol(s)
+        return engine
+
+    def add_symbol(self, symbol: str) -> None:
+        self.symbols.append(symbol)
+        self.resting[(symbol, "buy")] = []
+        self.resting[(symbol, "sell")] = []
+
+    # ------------------------------------------------------------------ queries
+
+    def depth(self, symbol: str) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+        """(bids, asks) as (price, qty, orders), best first."""
+        out = []
+        for side in ("buy", "sell"):
+            totals: dict[int, list[int]] = {}
+            for o in self.resting[(symbol, side)]:
+                t = totals.setdefault(o.price, [0, 0])
+                t[0] += o.qty - o.filled
+                t[1] += 1
+            prices = sorted(totals, reverse=side == "buy")
+            out.append([(p, totals[p][0], totals[p][1]) for p in prices])
+        return out[0], out[1]
+
+    def open_orders(self, account: str) -> list[OrderState]:
+        mine = [o for lst in self.resting.values() for o in lst if o.account == account]
+        return [o.state() for o in sorted(mine, key=lambda o: o.order_id)]
+
+    # ------------------------------------------------------------------ commands
+
+    def apply(self, seq: int, ts: int, cmd: Command) -> Outcome:
+        if isinstance(cmd, AddSymbol):
+            if cmd.symbol in self.symbols:
+                return Outcome(seq, None, "symbol_exists", [], [], [])
+            self.add_symbol(cmd.symbol)
+            return Outcome(seq, None, None, [], [], [])
+        if isinstance(cmd, NewOrder):
+            return self.new_order(seq, ts, cmd)
+        if isinstance(cmd, Cancel):
+            return self.cancel(seq, ts, cmd)
+        if isinstance(cmd, Amend):
+            return self.amend(seq, ts, cmd)
+        raise TypeError(cmd)
+
+    def new_order(self, seq: int, ts: int, cmd: NewOrder) -> Outcome:
+        if cmd.client_order_id is not None:
+            key = (cmd.account, cmd.client_order_id)
+            if key in self.seen:
+                first, result = self.seen[key]
+                error = None if first == cmd else "duplicate_client_order_id"
+                return Outcome(result.seq, result, error, [], [], [], replayed=True)
+        order = RefOrder(self.next_order_id, cmd.client_order_id, cmd.account, cmd.symbol, cmd.side,
+                         cmd.type, cmd.price, cmd.qty, cmd.tif, cmd.post_only, seq, ts)
+        self.next_order_id += 1
+        outcome = self.place(seq, ts, order)
+        if cmd.client_order_id is not None:
+            self.seen[(cmd.account, cmd.client_order_id)] = (cmd, outcome.result)  # type: ignore[assignment]
+        return outcome
+
+    def place(self, seq: int, ts: int, order: RefOrder) -> Outcome:
+        reason = self.rejection(order)
+        if reason is not None:
+            order.status = "rejected"
+            order.reason = reason
+            self.orders[order.order_id] = order
+            return Outcome(seq, order.state(), None, [], [], [])
+        self.orders[order.order_id] = order
+        if order.tif == "fok" and self.available(order) < order.qty:
+            order.status = "cancelled"
+            order.reason = "fok_not_filled"
+            return Outcome(seq, order.state(), None, [], [], [])
+        fills, trades, updates = self.match(seq, ts, order)
+        if order.filled == order.qty:
+            order.status = "filled"
+        elif order.type == "limit" and order.tif == "gtc":
+            order.status = "partially_filled" if order.filled else "new"
+            self.resting[(order.symbol, order.side)].append(order)
+        else:
+            order.status = "cancelled"
+            order.reason = "ioc_remainder_cancelled" if order.type == "limit" else "no_liquidity"
+        return Outcome(seq, order.state(fills), None, trades, [], updates)
+
+    def rejection(self, order: RefOrder) -> str | None:
+        if order.symbol not in self.symbols:
+            return "unknown_symbol"
+        if not 1 <= order.qty <= MAX_QTY:
+            return "bad_qty"
+        if order.type == "limit" and not 1 <= order.price <= MAX_PRICE:
+            return "bad_price"
+        if order.type == "market" and order.price != 0:
+            return "bad_price"
+        if order.post_only and (order.type != "limit" or order.tif != "gtc"):
+            return "bad_order"
+        if order.post_only and self.crossing(order):
+            return "post_only_would_take"
+        return None
+
+    def crosses(self, order: RefOrder, resting: RefOrder) -> bool:
+        if order.type == "market":
+            return True
+        return resting.price <= order.price if order.side == "buy" else resting.price >= order.price
+
+    def crossing(self, order: RefOrder) -> list[RefOrder]:
+        """Resting orders `order` could trade with, any account, in the list's (time) order."""
+        other = "sell" if order.side == "buy" else "buy"
+        return [o for o in self.resting[(order.symbol, other)] if self.crosses(order, o)]
+
+    def available(self, order: RefOrder) -> int:
+        return sum(o.qty - o.filled for o in self.crossing(order) if o.account != order.account)
+
+    def best(self, order: RefOrder) -> RefOrder | None:
+        best = None
+        for o in self.crossing(order):
+            if best is None or (o.price < best.price if order.side == "buy" else o.price > best.price):
+                best = o
+        return best
+
+    def match(self, seq: int, ts: int, order: RefOrder) -> tuple[list[Fill], list[Trade], list[OrderState]]:
+        fills: list[Fill] = []
+        trades: list[Trade] = []
+        updates: list[OrderState] = []
+        while order.filled < order.qty:
+            maker = self.best(order)
+            if maker is None:
+                break
+            maker.seq, maker.ts = seq, ts
+            if maker.account == order.account:
+                self.resting[(maker.symbol, maker.side)].remove(maker)
+                maker.status = "cancelled"
+                maker.reason = "self_trade_prevented"
+                updates.append(maker.state())
+                continue
+            qty = min(order.qty - order.filled, maker.qty - maker.filled)
+            trade_id = self.next_trade_id
+            self.next_trade_id += 1
+            buy, sell = (order, maker) if order.side == "buy" else (maker, order)
+            trades.append(Trade(trade_id, order.symbol, maker.price, qty, buy.order_id, sell.order_id,
+                                buy.account, sell.account, order.side, seq, ts))  # type: ignore[arg-type]
+            fill = Fill(trade_id, maker.price, qty)
+            fills.append(fill)
+            order.filled += qty
+            maker.filled += qty
+            if maker.filled == maker.qty:
+                maker.status = "filled"
+                self.resting[(maker.symbol, maker.side)].remove(maker)
+            else:
+                maker.status = "partially_filled"
+            updates.append(maker.state([fill]))
+        return fills, trades, updates
+
+    def find(self, account: str, order_id: int) -> RefOrder | None:
+        order = self.orders.get(order_id)
+        return order if order is not None and order.account == account else None
+
+    def is_resting(self, order: RefOrder) -> bool:
+        return any(o is order for o in self.resting.get((order.symbol, order.side), []))
+
+    def cancel(self, seq: int, ts: int, cmd: Cancel) -> Outcome:
+        order = self.find(cmd.account, cmd.order_id)
+        if order is None:
+            return Outcome(seq, None, "unknown_order", [], [], [])
+        if not self.is_resting(order):
+            return Outcome(seq, order.state(), "not_open", [], [], [])
+        self.resting[(order.symbol, order.side)].remove(order)
+        order.status = "cancelled"
+        order.reason = "cancelled_by_user"
+        order.seq, order.ts = seq, ts
+        return Outcome(seq, order.state(), None, [], [], [])
+
+    def amend(self, seq: int, ts: int, cmd: Amend) -> Outcome:
+        order = self.find(cmd.account, cmd.order_id)
+        if order is None:
+            return Outcome(seq, None, "unknown_order", [], [], [])
+        if not self.is_resting(order):
+            return Outcome(seq, order.state(), "not_open", [], [], [])
+        if cmd.qty is None and cmd.price is None:
+            return Outcome(seq, order.state(), "nothing_to_amend", [], [], [])
+        qty = order.qty if cmd.qty is None else cmd.qty
+        price = order.price if cmd.price is None else cmd.price
+        error = None
+        if not 1 <= qty <= MAX_QTY:
+            error = "bad_qty"
+        elif not 1 <= price <= MAX_PRICE:
+            error = "bad_price"
+        elif qty <= order.filled:
+            error = "qty_not_above_filled"
+        elif order.post_only and price != order.price:
+            moved = RefOrder(**{**order.__dict__, "price": price})
+            if self.crossing(moved):
+                error = "post_only_would_take"
+        if error is not None:
+            return Outcome(seq, order.state(), error, [], [], [])
+        order.seq, order.ts = seq, ts
+        if price == order.price and qty <= order.qty:
+            order.qty = qty  # stays where it is in the list: keeps its time priority
+            return Outcome(seq, order.state(), None, [], [], [])
+        self.resting[(order.symbol, order.side)].remove(order)
+        order.price, order.qty = price, qty
+        fills, trades, updates = self.match(seq, ts, order)
+        if order.filled == order.qty:
+            order.status = "filled"
+        else:
+            order.status = "partially_filled" if order.filled else "new"
+            self.resting[(order.symbol, order.side)].append(order)
+        return Outcome(seq, order.state(fills), None, trades, [], updates)
+
+
+# ---------------------------------------------------------------- driving the real engine
+
+
+class Driver:
+    """Feeds commands to an Engine with increasing seq/ts and checks every outcome's book events."""
+
+    def __init__(self, symbols: tuple[str, ...] = ("ACME",)) -> None:
+        self.engine = Engine(symbols)
+        self.seq = 0
+        # (symbol, side) -> {price: (qty, orders)}, built only from outcome.book events.
+        self.mirror: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
+
+    def apply(self, command: Command) -> Outcome:
+        self.seq += 1
+        outcome = self.engine.apply(self.seq, 1000 + self.seq, command)
+        for change in outcome.book:
+            levels = self.mirror.setdefault((change.symbol, change.side), {})
+            if change.qty:
+                levels[change.price] = (change.qty, change.orders)
+            else:
+                assert change.orders == 0
+                levels.pop(change.price, None)
+        return outcome
+
+    def new(self, account: str, side: str, price: int, qty: int, *, symbol: str = "ACME",
+            type: str = "limit", tif: str = "gtc", post_only: bool = False,
+            client_order_id: str | None = None) -> Outcome:
+        return self.apply(NewOrder(account, symbol, side, type, price, qty, tif, post_only,  # type: ignore[arg-type]
+                                   client_order_id))
+
+    def market(self, account: str, side: str, qty: int, *, tif: str = "ioc", symbol: str = "ACME") -> Outcome:
+        return self.new(account, side, 0, qty, symbol=symbol, type="market", tif=tif)
+
+    def cancel(self, account: str, order_id: int) -> Outcome:
+        return self.apply(Cancel(account, order_id))
+
+    def amend(self, account: str, order_id: int, qty: int | None = None, price: int | None = None) -> Outcome:
+        return self.apply(Amend(account, order_id, qty, price))
+
+    def add_symbol(self, symbol: str) -> Outcome:
+        return self.apply(AddSymbol(symbol))
+
+    def depth(self, symbol: str = "ACME") -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+        bids, asks = self.engine.depth(symbol)
+        return [(lv.price, lv.qty, lv.count) for lv in bids], [(lv.price, lv.qty, lv.count) for lv in asks]
+
+    def mirror_depth(self, symbol: str = "ACME") -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+        out = []
+        for side in ("buy", "sell"):
+            levels = self.mirror.get((symbol, side), {})
+            prices = sorted(levels, reverse=side == "buy")
+            out.append([(p, *levels[p]) for p in prices])
+        return out[0], out[1]

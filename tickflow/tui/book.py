@@ -132,7 +132,6 @@ class BookView(Widget, can_focus=True):
         out.append("\n")
 
     def _blank(self, out: Text, width: int, offset: int) -> None:
-        out.append(" " * (_FIXED_W - 1), style=self._cursor_style(offset))
         out.append("\n")
 
     def _spread_line(self, width: int, palette: Palette) -> Text:

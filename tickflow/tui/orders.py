@@ -9,7 +9,7 @@ from tickflow.net.client import Order
 from tickflow.tui import format as fmt
 from tickflow.tui.palette import Palette
 
-_BAR = 6
+_BAR = 5
 
 
 def progress(filled: int, qty: int) -> Text:
@@ -24,7 +24,7 @@ def progress(filled: int, qty: int) -> Text:
 class MyOrders(DataTable):
     """A row per open order, oldest first. The cursor stays on the same order while rows come and go."""
 
-    COLUMNS = ("Order", "Sym", "Side", "Price", "Qty", "Filled", "TIF", "Status")
+    COLUMNS = ("Order", "Side", "Price", "Filled", "Status", "TIF", "Sym")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
@@ -36,7 +36,7 @@ class MyOrders(DataTable):
         self._empty_row()
 
     def _empty_row(self) -> None:
-        self.add_row(Text("no open orders", style="italic dim"), "", "", "", "", "", "", "", key="-")
+        self.add_row("", Text("no open orders", style="italic dim"), "", "", "", "", "", key="-")
 
     @property
     def selected(self) -> Order | None:
@@ -57,13 +57,13 @@ class MyOrders(DataTable):
         for o in orders:
             colour = palette.side(o.side)
             self.add_row(
-                Text(f"#{o.order_id}"), o.symbol,
+                Text(f"#{o.order_id}"),
                 Text(f"{palette.arrow(o.side)} {o.side}", style=colour),
                 Text(fmt.price(o.price), style=f"bold {colour}", justify="right"),
-                Text(fmt.qty(o.qty), justify="right"),
                 progress(o.filled_qty, o.qty),
-                o.tif.upper() + (" PO" if o.post_only else ""),
                 "partial" if o.status == "partially_filled" else o.status,
+                o.tif.upper() + (" PO" if o.post_only else ""),
+                o.symbol,
                 key=str(o.order_id),
             )
         row = next((i for i, o in enumerate(orders) if o.order_id == keep), 0)

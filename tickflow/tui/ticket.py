@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
@@ -73,6 +74,11 @@ def describe(order: Order) -> Text:
 
 class OrderTicket(Vertical):
     """Posts `OrderTicket.Submit` with a checked `OrderRequest`; the app sends it and calls `show_result`."""
+
+    BINDINGS = [
+        Binding("enter", "submit", "Send order", tooltip="Send the ticket's order"),
+        Binding("escape", "app.goto('book')", "Leave ticket"),
+    ]
 
     class Submit(Message):
         def __init__(self, request: OrderRequest) -> None:
@@ -164,6 +170,9 @@ class OrderTicket(Vertical):
 
     # ---- submitting
 
+    def action_submit(self) -> None:
+        self.submit()
+
     @on(Input.Submitted)
     @on(Button.Pressed, "#submit")
     def submit(self) -> None:
@@ -175,6 +184,7 @@ class OrderTicket(Vertical):
         self.post_message(self.Submit(req))
 
     def show_error(self, message: str) -> None:
+        self.query_one("#hint", Static).update("")  # the error says it; no need to say it twice
         self.query_one("#result", Static).update(Text(f"✘ {message}", style="bold red"))
 
     def show_result(self, order: Order | None, error: str | None = None) -> None:

@@ -1,0 +1,156 @@
+"""The terminal client driven by key presses (App.run_test) against a real server started by the test."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, Static
+
+from tickflow.demo import ServerProcess
+from tickflow.net.client import Client
+from tickflow.tui.amend import AmendScreen
+from tickflow.tui.app import TickflowApp
+from tickflow.tui.backend import LiveBackend
+from tickflow.tui.book import BookView
+from tickflow.tui.header import TopBar
+from tickflow.tui.orders import MyOrders
+from tickflow.tui.tape import TradeTape
+from tickflow.tui.ticket import OrderTicket
+
+SIZE = (160, 48)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path_factory.mktemp("tui-server"), symbols=["ACME", "BETA"], durability="none")
+    proc.start()
+    yield proc
+    proc.kill()
+
+
+def live_app(url: str, account: str = "alice", symbol: str = "ACME") -> TickflowApp:
+    return TickflowApp(LiveBackend(url, account), symbol, utc=True, live=False, chart_interval=0)
+
+
+async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await pilot.pause(0.02)
+
+
+def screen_text(app: TickflowApp, widget_type: type) -> str:
+    return str(app.query_one(widget_type).render())
+
+
+def result_text(app: TickflowApp) -> str:
+    return str(app.query_one("#result", Static).render())
+
+
+def conn_text(app: TickflowApp) -> str:
+    return str(app.query_one(TopBar).query_one("#conn", Static).render())
+
+
+async def test_ticket_book_orders_tape_amend_and_cancel(server: ServerProcess) -> None:
+    app = live_app(server.url)
+    async with app.run_test(size=SIZE) as pilot, Client(server.url, "bob") as bob:
+        await until(pilot, lambda: app.market.connected and app.market.book is not None
+                    and app.market.book.live, what="connected with a snapshot")
+        assert "connected" in conn_text(app)
+
+        # Type an order into the ticket and send it with enter.
+        await pilot.press("t", *"9990", "tab", *"5", "enter")
+        await until(pilot, lambda: "new" in result_text(app), what="the ticket's answer")
+        assert "buy 5 @ 9990" in result_text(app)
+        await until(pilot, lambda: app.market.book is not None and app.market.book.best_bid is not None
+                    and app.market.book.best_bid.price == 9990, what="the bid in the book")
+        await pilot.pause()
+        assert "9990" in screen_text(app, BookView)
+        mine = app.query_one(MyOrders)
+        await until(pilot, lambda: len(mine.orders) == 1, what="the order in My orders")
+        order_id = mine.orders[0].order_id
+
+        # Another account crosses it: the trade reaches the tape, the fill reaches My orders.
+        await bob.place_order("ACME", "sell", 2, 9990)
+        await until(pilot, lambda: any(t.price == 9990 for t in app.market.tape()), what="the trade")
+        await until(pilot, lambda: mine.orders and mine.orders[0].filled_qty == 2, what="the fill")
+        await pilot.pause()
+        tape = screen_text(app, TradeTape)
+        assert "9990" in tape and "▼" in tape  # a seller took liquidity
+        assert "2/5" in str(mine.get_row_at(0)[3])
+
+        # Amend from the keyboard: o, a, new quantity, enter.
+        await pilot.press("escape", "o", "a")
+        await until(pilot, lambda: isinstance(app.screen, AmendScreen), what="the amend dialog")
+        app.screen.query_one("#amend-qty", Input).value = "4"
+        await pilot.press("enter")
+        await until(pilot, lambda: mine.orders and mine.orders[0].qty == 4, what="the amended quantity")
+
+        # Cancel it: c. My orders empties and the server agrees.
+        await pilot.press("o", "c")
+        await until(pilot, lambda: not mine.orders, what="the cancel")
+        async with Client(server.url, "alice") as alice:
+            assert (await alice.get_order(order_id)).status == "cancelled"
+        await until(pilot, lambda: app.market.book is not None and (app.market.book.best_bid is None
+                    or app.market.book.best_bid.price != 9990), what="the level to go")
+
+
+async def test_symbol_switch_and_palette_price_pick(server: ServerProcess) -> None:
+    async with Client(server.url, "carol") as carol:
+        await carol.place_order("BETA", "sell", 3, 777)
+    app = live_app(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.market.connected and "BETA" in app.market.symbols, what="symbols")
+        await pilot.press("right_square_bracket")
+        assert app.market.symbol == "BETA"
+        await until(pilot, lambda: app.market.book is not None and app.market.book.live
+                    and app.market.book.best_ask is not None, what="BETA's snapshot")
+        # Choose the best ask on the book with the keyboard: its price goes into the ticket.
+        await pilot.press("d", "enter")
+        await pilot.pause()
+        assert app.query_one("#price", Input).value == "777"
+        assert app.query_one(OrderTicket).symbol == "BETA"
+
+
+async def test_screen_recovers_after_kill_9_and_restart(tmp_path: Path) -> None:
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"], durability="group")
+    proc.start()
+    try:
+        async with Client(proc.url, "dora") as dora:
+            await dora.place_order("ACME", "sell", 11, 10_050)
+        app = live_app(proc.url)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.market.connected and app.market.book is not None
+                        and app.market.book.live and app.market.book.best_ask is not None, what="snapshot")
+            seq_before = app.market.seq
+
+            await asyncio.to_thread(proc.kill)
+            await until(pilot, lambda: app.market.conn.state == "reconnecting", what="reconnecting")
+            await pilot.pause()
+            assert "reconnecting" in conn_text(app)
+            assert app.query_one(BookView).stale
+            assert "stale" in screen_text(app, BookView)
+
+            await asyncio.to_thread(proc.restart)
+            await until(pilot, lambda: app.market.connected and app.market.book is not None
+                        and app.market.book.live, timeout=15, what="reconnected with a fresh snapshot")
+            await pilot.pause()
+            assert "connected" in conn_text(app) and "reconnecting" not in conn_text(app)
+            assert not app.query_one(BookView).stale
+            assert app.market.book.best_ask is not None and app.market.book.best_ask.price == 10_050
+            assert app.market.seq >= seq_before
+
+            # The feed flows again: a new order after the restart shows up.
+            async with Client(proc.url, "dora") as dora:
+                await dora.place_order("ACME", "sell", 4, 10_040)
+            await until(pilot, lambda: app.market.book is not None and app.market.book.best_ask is not None
+                        and app.market.book.best_ask.price == 10_040, what="an update after the restart")
+            await pilot.pause()
+            assert "10040" in screen_text(app, BookView)
+    finally:
+        proc.kill()

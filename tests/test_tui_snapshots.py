@@ -1,0 +1,94 @@
+"""Snapshots of the main screens, fed a fixed market instead of the network.
+
+Deterministic: the feed, bars and answers are fixed (`tickflow.tui.fixed`), times are shown in UTC from
+a fixed epoch, no input cursor blinks, the chart redraws at once, and the terminal size is fixed.
+Update with `pytest tests/test_tui_snapshots.py --snapshot-update` after checking the new SVGs by eye.
+"""
+
+from __future__ import annotations
+
+from textual.pilot import Pilot
+from textual.widgets import Checkbox, Input
+
+from tickflow.net.client import BookChanged, StateChanged
+from tickflow.tui.app import TickflowApp
+from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, rejected
+from tickflow.tui.ticket import OrderTicket
+
+SIZE = (140, 40)
+
+
+def busy_app(**backend_args) -> TickflowApp:  # type: ignore[no-untyped-def]
+    events, bars, mine = busy_feed()
+    backend = FixedBackend(events=events, bars={"ACME": bars}, open_orders=mine, symbols=["ACME", "BETA"],
+                           **backend_args)
+    return TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+
+
+async def settle(pilot: Pilot) -> None:
+    """Let the workers deliver the fixed feed and the screen take it in."""
+    for _ in range(3):
+        await pilot.pause()
+    loading = [w for w in pilot.app.workers if w.group != "feed"]
+    if loading:  # (an empty list would mean "all", the feed included, which never ends)
+        await pilot.app.workers.wait_for_complete(loading)
+    await pilot.pause()
+
+
+def test_empty_book(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """A connected screen on a market with nothing in it: blank rows hold their places."""
+    backend = FixedBackend(events=[connected(), BookChanged("ACME", book_of("ACME", 1, [], []), 1, True)])
+    app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def test_busy_book_with_trades_and_chart(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """Twenty levels a side with depth bars, the tape, an hour of candles and two open orders."""
+    assert snap_compare(busy_app(), terminal_size=SIZE, run_before=settle)
+
+
+def test_ticket_shows_a_rejection(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """A post-only buy at the best ask comes back rejected, with its reason, under the button."""
+
+    async def fill_and_send(pilot: Pilot) -> None:
+        await settle(pilot)
+        ticket = pilot.app.query_one(OrderTicket)
+        ticket.query_one("#price", Input).value = "10002"
+        ticket.query_one("#qty", Input).value = "25"
+        ticket.query_one("#post-only", Checkbox).value = True
+        await pilot.pause()
+        ticket.submit()
+        await settle(pilot)
+
+    app = busy_app(answer=lambda call, args: rejected(args))
+    assert snap_compare(app, terminal_size=SIZE, run_before=fill_and_send)
+
+
+def test_ticket_explains_bad_input_before_sending(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """A limit order without a price is not sent; the ticket says what is missing."""
+
+    async def fill_and_send(pilot: Pilot) -> None:
+        await settle(pilot)
+        await pilot.press("t", "tab", "4", "0", "enter")
+        await settle(pilot)
+
+    app = busy_app()
+    assert snap_compare(app, terminal_size=SIZE, run_before=fill_and_send)
+    assert app.backend.calls == []  # type: ignore[attr-defined]
+
+
+def test_help_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(busy_app(), terminal_size=SIZE, press=["question_mark"], run_before=settle)
+
+
+def test_reconnecting_state(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The server went away: the header counts the backoff, the book is marked stale."""
+
+    async def lose_server(pilot: Pilot) -> None:
+        await settle(pilot)
+        backend = pilot.app.backend
+        backend.emit(StateChanged("reconnecting", attempt=3, delay=1.6,  # type: ignore[attr-defined]
+                                  error="ClientConnectorError: Connect call failed ('127.0.0.1', 8080)"))
+        await settle(pilot)
+
+    assert snap_compare(busy_app(), terminal_size=SIZE, run_before=lose_server)

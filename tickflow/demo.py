@@ -121,10 +121,9 @@ def free_port(preferred: int) -> int:
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", preferred))
-            return preferred
         except OSError:
             s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
+        return s.getsockname()[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,95 @@
+"""`tickflow simulate` and `tickflow demo` against real servers started by the tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tickflow.demo import ServerProcess, free_port
+from tickflow.net.client import Client
+from tickflow.net.simulate import simulate
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path_factory.mktemp("sim-server"), symbols=["ACME", "BETA"], durability="none")
+    proc.start()
+    yield proc
+    proc.kill()
+
+
+async def test_simulated_market_quotes_trades_and_cancels(server: ServerProcess) -> None:
+    stats = await simulate(server.url, ["ACME", "BETA"], rate=300, makers=3, takers=2, duration=2.0, seed=3,
+                           quiet=True)
+    assert stats.sent > 200 and stats.errors == 0
+    assert stats.by_kind.get("quote", 0) > 0 and stats.by_kind.get("cancel", 0) > 0
+    assert stats.filled_qty > 0
+    async with Client(server.url) as http:
+        for symbol in ("ACME", "BETA"):
+            book = await http.book(symbol)
+            assert book.bids and book.asks and book.bids[0].price < book.asks[0].price
+        for _ in range(50):  # the trade store follows the acks closely
+            trades = await http.trades("ACME", limit=1000)
+            if trades:
+                break
+            await asyncio.sleep(0.05)
+        assert trades and {t.aggressor for t in trades} <= {"buy", "sell"}
+
+
+def test_simulate_command_runs_for_its_duration(server: ServerProcess) -> None:
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "tickflow.cli", "simulate", "--url", server.url, "--rate", "50",
+                          "--symbols", "BETA", "--duration", "1", "--seed", "1"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "simulate: done: sent" in out.stdout
+    assert time.monotonic() - start < 15
+
+
+def test_demo_starts_server_and_market_and_stops_them(tmp_path: Path) -> None:
+    port = free_port(0)
+    demo = subprocess.Popen([sys.executable, "-m", "tickflow.cli", "demo", "--no-tui", "--data",
+                             str(tmp_path / "data"), "--port", str(port), "--rate", "50"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        lines: list[str] = []
+        assert demo.stdout is not None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            line = demo.stdout.readline()
+            lines.append(line)
+            if "browser page" in line:
+                break
+        assert any(f"http://127.0.0.1:{port}/" in line for line in lines), lines
+
+        async def traded() -> int:
+            async with Client(f"http://127.0.0.1:{port}") as http:
+                for _ in range(100):
+                    if await http.trades(limit=10):
+                        return 1
+                    await asyncio.sleep(0.05)
+            return 0
+
+        assert asyncio.run(traded()) == 1  # the simulated market is running
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(20) == 0
+        with pytest.raises(OSError):
+            import socket
+
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        if demo.poll() is None:  # let it stop its children; kill only if it will not
+            demo.send_signal(signal.SIGINT)
+            try:
+                demo.wait(20)
+            except subprocess.TimeoutExpired:
+                demo.kill()

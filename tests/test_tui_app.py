@@ -1,0 +1,174 @@
+"""The terminal client without a server: coalescing, commands, colours, input checks, the model."""
+
+from __future__ import annotations
+
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from tickflow.net.client import BookChanged, GapDetected, Level, StateChanged, Trade, TradesReceived
+from tickflow.tui import model as m
+from tickflow.tui.amend import check_amend
+from tickflow.tui.app import TickflowApp
+from tickflow.tui.book import BookView, depth_bar
+from tickflow.tui.commands import ACTIONS, TickflowCommands
+from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, order
+from tickflow.tui.palette import Palette
+from tickflow.tui.ticket import OrderRequest, check
+
+
+def fixed_app(**kw) -> TickflowApp:  # type: ignore[no-untyped-def]
+    events, bars, mine = busy_feed()
+    backend = FixedBackend(events=events, bars={"ACME": bars}, open_orders=mine, **kw)
+    return TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+
+
+async def settle(pilot: Pilot) -> None:
+    for _ in range(3):
+        await pilot.pause()
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def test_ticket_checks_input_before_sending() -> None:
+    ok = check("ACME", "buy", "limit", "10001", "5", "gtc", False)
+    assert ok == OrderRequest("ACME", "buy", "limit", 10001, 5, "gtc", False)
+    assert check("ACME", "buy", "limit", "", "5", "gtc", False) == "a limit order needs a price (in ticks)"
+    assert "quantity" in check("ACME", "buy", "limit", "1", "", "gtc", False)  # type: ignore[operator]
+    assert "whole number" in check("ACME", "buy", "limit", "1", "0", "gtc", False)  # type: ignore[operator]
+    assert "whole number" in check("ACME", "buy", "limit", "1", "2000000000", "gtc", False)  # type: ignore[operator]
+    assert "post-only" in check("ACME", "buy", "limit", "1", "1", "ioc", True)  # type: ignore[operator]
+    assert "post-only" in check("ACME", "buy", "market", "", "1", "gtc", True)  # type: ignore[operator]
+    market = check("ACME", "sell", "market", "123", "7", "ioc", False)
+    assert isinstance(market, OrderRequest) and market.price is None  # a market order's price is ignored
+
+
+def test_amend_checks_input() -> None:
+    o = order(5, "buy", 100, 10, 4)
+    assert check_amend(o, "8", "100") == {"qty": 8}
+    assert check_amend(o, "10", "101") == {"price": 101}
+    assert "above the 4" in check_amend(o, "4", "")  # type: ignore[operator]
+    assert check_amend(o, "10", "100") == "nothing changed"
+
+
+def test_depth_bar_is_drawn_in_eighths() -> None:
+    assert depth_bar(1.0, 4) == "████"
+    assert depth_bar(0.0, 4) == "    "
+    assert depth_bar(0.5 + 1 / 16, 4) == "██▎ "
+
+
+def test_model_builds_candles_from_trades_and_drops_stale_answers() -> None:
+    market = m.Market("ACME", "alice")
+    t0 = 1_764_684_000_000
+    trades = [Trade(1, "ACME", 100, 2, "buy", 1, t0), Trade(2, "ACME", 104, 1, "sell", 2, t0 + 10_000),
+              Trade(3, "ACME", 99, 3, "sell", 3, t0 + 20_000), Trade(4, "ACME", 101, 1, "buy", 4, t0 + 60_000)]
+    assert market.apply(TradesReceived("ACME", trades)) == {m.TAPE, m.CHART}
+    c = market.bars()
+    assert [(x.open, x.high, x.low, x.close, x.volume) for x in c] == [(100, 104, 99, 99, 6), (101, 101, 101, 101, 1)]
+    assert market.last_price() == 101
+    market.set_order(order(9, "buy", 100, 5, seq=10))
+    market.set_order(order(9, "buy", 100, 5, 5, status="filled", seq=12))
+    market.set_order(order(9, "buy", 100, 5, 1, seq=11))  # late, older answer: must not revive it
+    assert market.open_orders() == []
+
+
+# ---------------------------------------------------------------- the app
+
+
+async def test_feed_bursts_are_coalesced_into_few_redraws() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        draws = 0
+        view = app.query_one(BookView)
+        original = view.show
+
+        def counting_show(*args, **kwargs):  # type: ignore[no-untyped-def]
+            nonlocal draws
+            draws += 1
+            original(*args, **kwargs)
+
+        view.show = counting_show  # type: ignore[method-assign]
+        book = app.market.book
+        assert book is not None
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        for i in range(1000):  # a burst: 1,000 book updates arrive before the screen gets a turn
+            book.apply(book.seq + 1, [Level(9_000 + i % 7, 10 + i, 1)], [])
+            backend.emit(BookChanged("ACME", book, book.seq, False))
+        await settle(pilot)
+        assert 1 <= draws <= 3
+        assert str(book.seq) in str(app.query_one("#conn").render()).replace(",", "")
+
+
+async def test_every_binding_has_a_palette_entry_and_help() -> None:
+    app = fixed_app(symbols=["ACME", "BETA"])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        palette_actions = {action for _, action, _ in ACTIONS}
+        for binding in app.BINDINGS:
+            action = binding.action  # type: ignore[union-attr]
+            if action.startswith("goto('book')") and binding.key == "escape":  # type: ignore[union-attr]
+                continue
+            assert action in palette_actions, action
+        provider = TickflowCommands(app.screen)
+        titles = [hit.display async for hit in provider.discover()]
+        assert "Switch to BETA" in [str(t) for t in titles]
+        await pilot.press("question_mark")
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("escape")
+        assert type(app.screen).__name__ == "Screen"
+
+
+async def test_swapping_colours_repaints_both_sides() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        view = app.query_one(BookView)
+        before = view.render()
+        await pilot.press("x")
+        await settle(pilot)
+        after = view.render()
+        assert app.palette.swapped
+        styles_before = {str(s.style) for s in before.spans}
+        styles_after = {str(s.style) for s in after.spans}
+        assert any(Palette(False).sell in s for s in styles_before)
+        assert any(Palette(True).sell in s for s in styles_after)  # asks now drawn in green
+        assert "▼" in str(after) and "▲" in str(after)  # the arrows stay
+
+
+async def test_gap_and_reconnect_are_shown() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        book = app.market.book
+        assert book is not None
+        book.live = False
+        backend.emit(GapDetected("ACME", 560, 570, 575))
+        await settle(pilot)
+        assert "gaps 1" in str(app.query_one("#conn").render())
+        assert "stale" in str(app.query_one(BookView).render())
+        fresh = book_of("ACME", 600, [(9_000, 1, 1)], [(9_100, 2, 1)])
+        backend.emit(BookChanged("ACME", fresh, 600, True))
+        await settle(pilot)
+        assert not app.query_one(BookView).stale
+        backend.emit(StateChanged("reconnecting", attempt=1, delay=0.4, error="connection closed"))
+        await settle(pilot)
+        assert "reconnecting in 0.4 s" in str(app.query_one("#conn").render())
+        assert app.query_one("#main").has_class("-offline")
+        backend.emit(connected())
+        await settle(pilot)
+        assert not app.query_one("#main").has_class("-offline")
+
+
+async def test_market_order_disables_the_price_field() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        app.query_one("#type").value = "market"  # type: ignore[attr-defined]
+        await settle(pilot)
+        assert app.query_one("#price", Input).disabled
+        assert "at market" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]
+        await pilot.press("s")
+        await settle(pilot)
+        assert "Sell" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]

@@ -1,11 +1,14 @@
 """The sequencer: the one task that writes the log and applies commands to the engine.
 
-    submit() -> bounded queue -> take up to 256 -> stamp seq + time -> one write -> apply
+    submit() -> bounded queue -> take a batch (<= 256) -> stamp seq + time -> one write -> apply
              -> make durable (per mode) -> resolve each caller -> publish to listeners
 
-In `group` mode a separate task runs fdatasync in a thread over everything written so far, so
-the next batch is read, written and matched while the previous one's sync is in flight; nothing
-is resolved or published before the sync that covers its record has returned.
+In `group` mode fdatasync runs in a thread over everything written so far, and the writer goes on
+reading, writing and matching the next batches while it is in flight; when it returns, the batches
+it covers are answered and the next sync starts at once over whatever was written meanwhile. When
+the disk is idle the writer takes only part of the queue, so the sync starts early and the rest is
+matched while it runs. Nothing is resolved or published before a sync that began after its record
+was written has returned.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ import asyncio
 import enum
 import logging
 import time
+from collections import deque
+from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Command, NewOrder, Outcome, Reason, Record
-from tickflow.store.records import encode_record
-from tickflow.store.wal import LogError, Wal
+from tickflow.store.records import decode_record, encode_record
+from tickflow.store.wal import Wal
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +41,14 @@ class Durability(str, enum.Enum):
 
 class SequencerStopped(Exception):
     """The sequencer is not accepting commands: shutting down, or the log device failed."""
+
+
+class BadCommand(ValueError):
+    """The command cannot be logged as given (a field of the wrong type): it was not sequenced."""
+
+
+class _Resubmit(Exception):
+    """The attempt a retry was waiting for never reached the queue: the retry goes in itself."""
 
 
 Listener = Callable[[list[Outcome]], None]
@@ -55,6 +68,7 @@ class Stats:
     def __init__(self) -> None:
         self.commands = 0
         self.batches = 0
+        self.largest_batch = 0
         self.batch_sizes = [0] * (len(self.BATCH_BUCKETS) + 1)
         self.syncs = 0
         self.sync_seconds = 0.0
@@ -63,6 +77,8 @@ class Stats:
     def batch(self, size: int) -> None:
         self.commands += size
         self.batches += 1
+        if size > self.largest_batch:
+            self.largest_batch = size
         self.batch_sizes[_bucket(self.BATCH_BUCKETS, size)] += 1
 
     def sync(self, seconds: float) -> None:
@@ -78,8 +94,19 @@ def _bucket(bounds: tuple[float, ...], value: float) -> int:
     return len(bounds)
 
 
-_Item = tuple[Command, "asyncio.Future[Outcome]"]
-_STOP = object()
+class _Item:
+    """One submitted command, its caller's future, and retries of the same clientOrderId waiting on it."""
+
+    __slots__ = ("command", "future", "key", "retries")
+
+    def __init__(self, command: Command, future: asyncio.Future[Outcome], key: tuple[str, str] | None) -> None:
+        self.command = command
+        self.future = future
+        self.key = key
+        self.retries: list[asyncio.Future[Outcome]] | None = None
+
+
+_Batch = tuple[list[_Item], list[Outcome]]
 
 
 class Sequencer:
@@ -99,41 +126,61 @@ class Sequencer:
         self.wal = wal
         self.durability = Durability(durability)
         self.max_batch = max_batch if self.durability is not Durability.ORDER else 1
+        self.queue_size = queue_size
         self.clock = clock
         self.seq = engine.last_seq
         self.last_ts = engine.last_ts
         self.listeners: list[Listener] = []
         self.stats = Stats()
         self.failed: str | None = None
-        self._queue: asyncio.Queue[_Item | object] = asyncio.Queue(queue_size)
+        self._items: deque[_Item] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        self._room: deque[asyncio.Future[None]] = deque()
         self._inflight: dict[tuple[str, str], _Item] = {}
-        self._pending: list[tuple[list[_Item], list[Outcome]]] = []
-        self._pending_ready = asyncio.Event()
+        self._pending: list[_Batch] = []
+        self._unsynced = 0
+        self._syncing = False
+        self._synced_all: asyncio.Future[None] | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="tickflow-fsync")
-        self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._stopped: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._run(), name="sequencer")]
-        if self.durability is Durability.GROUP:
-            self._tasks.append(asyncio.create_task(self._sync_loop(), name="group-commit"))
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.create_task(self._run(), name="sequencer")
 
     async def stop(self) -> None:
-        """Stop taking commands, finish what is queued and in flight, close the log."""
-        if self._closing:
-            return
+        """Stop taking commands, finish what is queued and in flight, close the log.
+
+        Callers still waiting for room in a full queue were never queued: they get SequencerStopped.
+        """
+        if self._stopped is not None:
+            return await asyncio.shield(self._stopped)
+        self._stopped = asyncio.get_running_loop().create_future()
         self._closing = True
-        if self._tasks:
-            await self._queue.put(_STOP)
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._executor.shutdown(wait=True)
-        self.wal.close()
+        try:
+            self._release_room()
+            self._wake()
+            if self._task is not None:
+                await asyncio.gather(self._task, return_exceptions=True)
+            if self._items:  # never started: nothing will take them
+                self._refuse(list(self._items), "shutting down: the sequencer was never started")
+                self._items.clear()
+            if self._syncing:
+                self._synced_all = asyncio.get_running_loop().create_future()
+                await self._synced_all
+            self._executor.shutdown(wait=True)
+            self.wal.close()
+        finally:
+            self._stopped.set_result(None)
 
     @property
     def queue_depth(self) -> int:
-        return self._queue.qsize()
+        return len(self._items)
 
     # ------------------------------------------------------------------ submitting
 
@@ -142,131 +189,226 @@ class Sequencer:
         if self.failed:
             raise SequencerStopped(self.failed)
         if self._closing:
-            raise SequencerStopped("shutting down")
+            raise SequencerStopped("shutting down: no new commands are taken")
+        key = None
         if type(command) is NewOrder and command.client_order_id is not None:
             key = (command.account, command.client_order_id)
-            inflight = self._inflight.get(key)
-            if inflight is not None:
-                return await self._same_answer(command, inflight)
+            first = self._inflight.get(key)
+            if first is not None:
+                return await self._same_answer(command, first)
             duplicate = self.engine.check_duplicate(command)
             if duplicate is not None:
                 return duplicate
-            future = asyncio.get_running_loop().create_future()
-            item = (command, future)
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        item = _Item(command, future, key)
+        if key is not None:
             self._inflight[key] = item
-            future.add_done_callback(lambda _f: self._inflight.pop(key, None))
-        else:
-            future = asyncio.get_running_loop().create_future()
-            item = (command, future)
-        try:
-            await self._queue.put(item)
-        except BaseException:
-            # Never queued: anyone waiting on this attempt must not wait forever.
-            if not future.done():
-                future.cancel()
-            raise
-        return await asyncio.shield(future)
+        if len(self._items) >= self.queue_size:
+            try:
+                await self._wait_for_room()
+            except BaseException as e:
+                self._never_queued(item, e)
+                raise
+        self._items.append(item)
+        if self._wakeup is not None:
+            self._wake()
+        # A cancelled caller cancels only its own future; the command still runs and its retries
+        # (which wait on futures of their own) still get the answer.
+        return await future
 
-    async def _same_answer(self, command: NewOrder, inflight: _Item) -> Outcome:
+    async def _wait_for_room(self) -> None:
+        """Backpressure: wait, in turn, until the writer has taken something from a full queue."""
+        loop = asyncio.get_running_loop()
+        while len(self._items) >= self.queue_size:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._room.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                waiter.cancel()
+                try:
+                    self._room.remove(waiter)
+                except ValueError:
+                    pass
+                if len(self._items) < self.queue_size and not waiter.cancelled():
+                    self._release_room(1)  # the room we were given goes to the next in line
+                raise
+            if self.failed:
+                raise SequencerStopped(self.failed)
+            if self._closing:
+                raise SequencerStopped("shutting down: the command was still waiting for room and was not taken")
+
+    def _never_queued(self, item: _Item, error: BaseException) -> None:
+        if item.key is not None and self._inflight.get(item.key) is item:
+            del self._inflight[item.key]
+        for retry in item.retries or ():
+            if not retry.done():
+                retry.set_exception(_Resubmit() if isinstance(error, asyncio.CancelledError) else error)
+
+    async def _same_answer(self, command: NewOrder, first: _Item) -> Outcome:
         """A retry of an order that is still in flight: wait for the first attempt's answer."""
-        first, future = inflight
+        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        if first.retries is None:
+            first.retries = []
+        first.retries.append(waiter)
         try:
-            outcome = await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if future.cancelled() and not asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                return await self.submit(command)  # the first attempt never reached the queue
-            raise
-        error = None if first == command else Reason.DUPLICATE_MISMATCH
+            outcome = await waiter
+        except _Resubmit:
+            return await self.submit(command)
+        error = None if first.command == command else Reason.DUPLICATE_MISMATCH
         return Outcome(outcome.seq, outcome.result, error, [], [], [], replayed=True)
 
     # ------------------------------------------------------------------ the writer
 
     async def _run(self) -> None:
-        queue = self._queue
-        get_nowait = queue.get_nowait
-        apply = self.engine.apply
-        stopping = False
-        while not stopping:
-            first = await queue.get()
-            if first is _STOP:
-                break
-            batch: list[_Item] = [first]  # type: ignore[list-item]
-            while len(batch) < self.max_batch and not queue.empty():
-                item = get_nowait()
-                if item is _STOP:
-                    stopping = True
-                    break
-                batch.append(item)  # type: ignore[arg-type]
-            if self.failed:
-                self._fail(batch, self.failed)
-                continue
-            ts = self.clock()
-            if ts < self.last_ts:
-                ts = self.last_ts  # the log's time never runs backwards
-            self.last_ts = ts
-            seq = self.seq
-            records = []
-            for command, _ in batch:
-                seq += 1
-                records.append(encode_record(Record(seq, ts, command)))
+        items = self._items
+        popleft = items.popleft
+        group = self.durability is Durability.GROUP
+        batch: list[_Item] = []
+        try:
+            while True:
+                # With the disk stalled, stop matching ahead: the queue fills and callers wait.
+                if not items or (group and self._unsynced >= self.queue_size):
+                    if self._closing and not items:
+                        return
+                    self._wakeup = asyncio.get_running_loop().create_future()
+                    await self._wakeup
+                    continue
+                n = min(len(items), self.max_batch)
+                if group and not self._syncing and n > 1:
+                    # The disk is idle: sync part of the queue now and match the rest meanwhile.
+                    n = (n + 1) // 2
+                batch = [popleft() for _ in range(n)]
+                self._release_room(n)
+                if self.failed:
+                    self._refuse(batch, self.failed)
+                    continue
+                done = self._write_and_apply(batch)
+                batch = []
+                if done is None:
+                    continue
+                if group:
+                    self._pending.append(done)
+                    self._unsynced += len(done[0])
+                    if not self._syncing:
+                        self._start_sync()
+                elif self.durability is Durability.NONE:
+                    self._resolve(*done)
+                else:
+                    self._syncing = True
+                    self._unsynced += len(done[0])
+                    self._synced([done], *await asyncio.wrap_future(self._executor.submit(self._sync)))
+                await asyncio.sleep(0)  # let answered callers and the sync's completion in
+        except Exception as e:
+            log.exception("sequencer failed")
+            self._fail(batch, f"sequencer failed: {e!r}")
+            self._refuse(list(items), self.failed or "sequencer failed")
+            items.clear()
+            if not self._syncing:
+                pending, self._pending = self._pending, []
+                for written, _ in pending:
+                    self._refuse(written, self.failed or "sequencer failed")
+        finally:
+            if self.failed or self._closing:
+                self._release_room()
+
+    def _write_and_apply(self, batch: list[_Item]) -> _Batch | None:
+        """Stamp, log and match a batch; None when the log refused it (the callers have been told)."""
+        ts = self.clock()
+        if ts < self.last_ts:
+            ts = self.last_ts  # the log's time never runs backwards
+        seq = self.seq
+        records = []
+        commands = []
+        taken = batch
+        for item in batch:
             try:
-                self.wal.append(records)
-            except LogError as e:
-                self._fail(batch, str(e))
+                payload = encode_record(Record(seq + 1, ts, item.command))
+                # What is applied is what replay will read back, so a command that would not
+                # decode (a wrong field type) is refused here rather than poisoning the log.
+                commands.append(decode_record(payload).command)
+            except Exception as e:
+                if taken is batch:
+                    taken = [i for i in batch if i is not item]
+                else:
+                    taken.remove(item)
+                self._refuse([item], f"command cannot be logged: {e}", BadCommand)
                 continue
-            outcomes = []
-            seq = self.seq
-            for command, _ in batch:
-                seq += 1
-                outcomes.append(apply(seq, ts, command))
-            self.seq = seq
-            self.stats.batch(len(batch))
-            if self.durability is Durability.NONE:
-                self._resolve(batch, outcomes)
-            elif self.durability is Durability.ORDER:
-                await self._sync_now([(batch, outcomes)])
-            else:
-                self._pending.append((batch, outcomes))
-                self._pending_ready.set()
-        self._pending_ready.set()
-        # Whatever arrived after the stop marker is refused rather than left hanging.
-        while not queue.empty():
-            item = get_nowait()
-            if item is not _STOP:
-                self._fail([item], "shutting down")  # type: ignore[list-item]
+            seq += 1
+            records.append(payload)
+        if not records:
+            return None
+        try:
+            self.wal.append(records)
+        except Exception as e:  # LogError: the device failed, nothing of this batch is acknowledged
+            self._fail(taken, str(e))
+            return None
+        self.last_ts = ts
+        apply = self.engine.apply
+        outcomes = []
+        seq = self.seq
+        for command in commands:
+            seq += 1
+            outcomes.append(apply(seq, ts, command))
+        self.seq = seq
+        self.stats.batch(len(taken))
+        return taken, outcomes
 
-    async def _sync_loop(self) -> None:
-        """Group commit: one fdatasync covers every batch written since the last one started."""
-        run = self._tasks[0]
-        while True:
-            await self._pending_ready.wait()
-            self._pending_ready.clear()
-            if self._pending:
-                taken, self._pending = self._pending, []
-                await self._sync_now(taken)
-            elif run.done():
-                return
+    # ------------------------------------------------------------------ durability
 
-    async def _sync_now(self, taken: list[tuple[list[_Item], list[Outcome]]]) -> None:
-        if self.failed:
-            for batch, _ in taken:
-                self._fail(batch, self.failed)
-            return
+    def _start_sync(self) -> None:
+        """Sync everything written so far in the thread; `_synced` answers the batches it covers."""
+        taken, self._pending = self._pending, []
+        self._syncing = True
+        loop = self._loop
+        assert loop is not None
+
+        def done(f: ThreadFuture[tuple[str | None, float]]) -> None:
+            loop.call_soon_threadsafe(self._synced, taken, *f.result())
+
+        self._executor.submit(self._sync).add_done_callback(done)
+
+    def _sync(self) -> tuple[str | None, float]:
+        """Runs in the sync thread: (why it failed or None, seconds)."""
         started = time.perf_counter()
         try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self.wal.sync)
-        except LogError as e:
+            self.wal.sync()
+        except Exception as e:  # LogError from the device, or anything unexpected: no ack either way
+            return str(e) or repr(e), time.perf_counter() - started
+        return None, time.perf_counter() - started
+
+    def _synced(self, taken: list[_Batch], error: str | None, seconds: float) -> None:
+        self._syncing = False
+        self._unsynced -= sum(len(batch) for batch, _ in taken)
+        if self._wakeup is not None:
+            self._wake()
+        if error is not None:
             for batch, _ in taken:
-                self._fail(batch, str(e))
-            return
-        self.stats.sync(time.perf_counter() - started)
-        for batch, outcomes in taken:
-            self._resolve(batch, outcomes)
+                self._fail(batch, error)
+        else:
+            self.stats.sync(seconds)
+            for batch, outcomes in taken:
+                self._resolve(batch, outcomes)
+        if self._pending:
+            if self.failed:
+                pending, self._pending = self._pending, []
+                for batch, _ in pending:
+                    self._fail(batch, self.failed)
+            else:
+                self._start_sync()
+                return
+        if self._synced_all is not None and not self._synced_all.done():
+            self._synced_all.set_result(None)
+
+    # ------------------------------------------------------------------ answers
 
     def _resolve(self, batch: list[_Item], outcomes: list[Outcome]) -> None:
-        for (_, future), outcome in zip(batch, outcomes):
+        for item, outcome in zip(batch, outcomes):
+            future = item.future
             if not future.done():
                 future.set_result(outcome)
+            if item.key is not None:
+                self._finish(item, outcome, None)
         for listener in self.listeners:
             try:
                 listener(outcomes)
@@ -277,6 +419,40 @@ class Sequencer:
         """No acknowledgement for records that are not durable; the log takes nothing more."""
         if self.failed is None:
             self.failed = why
-        for _, future in batch:
-            if not future.done():
-                future.set_exception(SequencerStopped(why))
+            log.error("sequencer stopped: %s", why)
+            self._release_room()
+        self._refuse(batch, why)
+
+    def _refuse(self, batch: list[_Item], why: str, kind: type[Exception] = SequencerStopped) -> None:
+        for item in batch:
+            error = kind(why)
+            if not item.future.done():
+                item.future.set_exception(error)
+            if item.key is not None:
+                self._finish(item, None, error)
+
+    def _finish(self, item: _Item, outcome: Outcome | None, error: BaseException | None) -> None:
+        if self._inflight.get(item.key) is item:  # type: ignore[arg-type]
+            del self._inflight[item.key]  # type: ignore[arg-type]
+        for retry in item.retries or ():
+            if retry.done():
+                continue
+            if error is not None:
+                retry.set_exception(error)
+            else:
+                retry.set_result(outcome)  # type: ignore[arg-type]
+
+    def _wake(self) -> None:
+        wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
+    def _release_room(self, n: int | None = None) -> None:
+        """Let up to `n` (or all) callers waiting on a full queue try again."""
+        room = self._room
+        while room and (n is None or n > 0):
+            waiter = room.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                if n is not None:
+                    n -= 1

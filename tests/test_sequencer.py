@@ -1,0 +1,320 @@
+"""The sequencer over real log files: batching, backpressure, idempotent retries, durability, stop."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from helpers.aio import started, until
+from helpers.fileops import GatedOps
+from helpers.logs import replayed
+
+from tickflow.core.types import AddSymbol, Cancel, NewOrder, Outcome, Reason
+from tickflow.net.sequencer import BadCommand, Sequencer, SequencerStopped
+from tickflow.store.records import decode_record
+from tickflow.store.wal import Wal
+
+MODES = ["none", "group", "order"]
+
+
+def order(i: int, cid: str | None = None, qty: int = 5, account: str | None = None) -> NewOrder:
+    side = "buy" if i % 2 else "sell"
+    return NewOrder(account or f"acct{i % 5}", "ACME", side, "limit", 100 + (i % 3) - (2 if side == "buy" else 0),
+                    qty, client_order_id=cid)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "seq.wal")
+
+
+async def with_symbol(path: str, mode: str = "group", **kwargs: object) -> Sequencer:
+    sequencer = await started(path, mode, **kwargs)
+    await sequencer.submit(AddSymbol("ACME"))
+    return sequencer
+
+
+# ------------------------------------------------------------------ batching and backpressure
+
+
+async def test_concurrent_submitters_share_batches_of_at_most_256(path: str) -> None:
+    sequencer = await with_symbol(path)
+    outcomes = await asyncio.gather(*(sequencer.submit(order(i)) for i in range(2000)))
+    stats = sequencer.stats
+    await sequencer.stop()
+    assert sorted(o.seq for o in outcomes) == list(range(2, 2002))
+    assert 1 < stats.largest_batch <= 256
+    assert stats.commands == 2001 and stats.batches < 200
+    assert 0 < stats.syncs < stats.batches + 1
+    _, recovery = replayed(path)
+    assert recovery.records == 2001
+
+
+async def test_a_full_queue_makes_callers_wait_and_drops_nothing(path: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, "group", ops, queue_size=8)
+    tasks = [asyncio.create_task(sequencer.submit(order(i, f"o{i}"))) for i in range(100)]
+    tasks.insert(0, asyncio.create_task(sequencer.submit(AddSymbol("ACME"))))
+    await until(ops.entered.is_set, what="the first sync")
+    depths = []
+    for _ in range(20):
+        await asyncio.sleep(0.002)
+        depths.append(sequencer.queue_depth)
+        assert not any(t.done() for t in tasks)
+    # The disk is stalled: the writer stops matching ahead, the queue fills, the rest wait.
+    assert max(depths) == 8
+    assert sequencer.seq < 100
+    ops.gate.set()
+    outcomes = await asyncio.gather(*tasks)
+    await sequencer.stop()
+    assert sorted(o.seq for o in outcomes) == list(range(1, 102))
+    engine, recovery = replayed(path)
+    assert recovery.records == 101
+    assert {cid for _, cid in engine.idempotency} == {f"o{i}" for i in range(100)}
+
+
+async def test_order_mode_takes_one_command_per_sync(path: str) -> None:
+    sequencer = await with_symbol(path, "order")
+    await asyncio.gather(*(sequencer.submit(order(i)) for i in range(30)))
+    assert sequencer.stats.largest_batch == 1 and sequencer.stats.syncs == 31
+    await sequencer.stop()
+
+
+async def test_none_mode_never_syncs(path: str) -> None:
+    ops = GatedOps()  # the gate is never opened: a sync would block
+    sequencer = await started(path, "none", ops)
+    outcomes = await asyncio.gather(sequencer.submit(AddSymbol("ACME")),
+                                    *(sequencer.submit(order(i)) for i in range(50)))
+    await sequencer.stop()
+    assert len(outcomes) == 51 and ops.syncs == 0 and not ops.entered.is_set()
+
+
+# ------------------------------------------------------------------ durability before answers
+
+
+@pytest.mark.parametrize("mode", ["group", "order"])
+async def test_no_answer_or_listener_call_before_the_record_is_durable(path: str, mode: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, mode, ops)
+    published: list[list[Outcome]] = []
+    sequencer.listeners.append(published.append)
+    tasks = [asyncio.create_task(sequencer.submit(AddSymbol("ACME")))]
+    tasks += [asyncio.create_task(sequencer.submit(order(i))) for i in range(20)]
+    await until(ops.entered.is_set, what="the first sync")
+    await asyncio.sleep(0.05)
+    assert sequencer.seq >= 1, "the record was written and matched"
+    assert not any(t.done() for t in tasks) and published == []
+    assert Path(path).stat().st_size > 0
+    ops.gate.set()
+    outcomes = await asyncio.gather(*tasks)
+    await sequencer.stop()
+    assert [o.seq for batch in published for o in batch] == [o.seq for o in outcomes] == list(range(1, 22))
+
+
+async def test_listeners_see_durable_batches_in_order_and_a_broken_one_is_ignored(path: str) -> None:
+    sequencer = await started(path, "group")
+    seen: list[int] = []
+
+    def broken(_: list[Outcome]) -> None:
+        raise RuntimeError("subscriber bug")
+
+    sequencer.listeners += [broken, lambda batch: seen.extend(o.seq for o in batch)]
+    await sequencer.submit(AddSymbol("ACME"))
+    for _ in range(5):
+        await asyncio.gather(*(sequencer.submit(order(i)) for i in range(40)))
+    await sequencer.stop()
+    assert seen == list(range(1, 202))
+    assert not sequencer.failed
+
+
+# ------------------------------------------------------------------ idempotent retries
+
+
+async def test_a_retry_of_an_order_in_flight_gets_the_same_answer_and_is_applied_once(path: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, "group", ops)
+    first = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
+    await until(ops.entered.is_set, what="the first sync")
+    # One retry while the order is queued behind the stalled sync, one after it is matched.
+    original = asyncio.create_task(sequencer.submit(order(1, "abc")))
+    queued_retry = asyncio.create_task(sequencer.submit(order(1, "abc")))
+    await asyncio.sleep(0.01)
+    assert sequencer.seq == 2, "written and matched, not yet durable"
+    matched_retry = asyncio.create_task(sequencer.submit(order(1, "abc")))
+    await asyncio.sleep(0.01)
+    assert not any(t.done() for t in (first, original, queued_retry, matched_retry))
+    ops.gate.set()
+    a, b, c = await asyncio.gather(original, queued_retry, matched_retry)
+    await first
+    assert a.result is not None and not a.replayed
+    for retry in (b, c):
+        assert retry.replayed and retry.error is None
+        assert retry.seq == a.seq and retry.result == a.result
+    after = await sequencer.submit(order(1, "abc"))
+    assert after.replayed and after.result == a.result
+    await sequencer.stop()
+    engine, recovery = replayed(path)
+    assert recovery.records == 2 and engine.next_order_id == 2
+
+
+async def test_same_client_order_id_with_other_fields_is_refused_and_the_original_stands(path: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, "group", ops)
+    setup = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
+    await until(ops.entered.is_set)
+    original = asyncio.create_task(sequencer.submit(order(1, "abc", qty=5)))
+    in_flight = asyncio.create_task(sequencer.submit(order(1, "abc", qty=6)))
+    await asyncio.sleep(0.01)
+    ops.gate.set()
+    await setup
+    a, b = await asyncio.gather(original, in_flight)
+    c = await sequencer.submit(order(1, "abc", qty=7))
+    d = await sequencer.submit(order(1, "abc", account="someone-else"))
+    await sequencer.stop()
+    assert a.error is None and a.result is not None and a.result.qty == 5
+    for mismatch in (b, c):
+        assert mismatch.error == Reason.DUPLICATE_MISMATCH
+        assert mismatch.result == a.result and mismatch.replayed
+    assert d.error is None and d.result is not None and d.result.order_id != a.result.order_id
+    _, recovery = replayed(path)
+    assert recovery.records == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_idempotency_survives_a_restart(path: str, mode: str) -> None:
+    sequencer = await with_symbol(path, mode)
+    originals = await asyncio.gather(*(sequencer.submit(order(i, f"c{i}")) for i in range(40)))
+    await sequencer.submit(Cancel("acct1", originals[1].result.order_id))  # type: ignore[union-attr]
+    await sequencer.stop()
+    sequencer = await started(path, mode)
+    last = sequencer.seq
+    assert last == 42
+    retries = await asyncio.gather(*(sequencer.submit(order(i, f"c{i}")) for i in range(40)))
+    mismatch = await sequencer.submit(order(3, "c3", qty=99))
+    await sequencer.stop()
+    for before, after in zip(originals, retries):
+        assert after.replayed and after.error is None
+        assert after.seq == before.seq and after.result.order_id == before.result.order_id  # type: ignore[union-attr]
+    # The retry answers with the order as it was placed, and replay reproduces it exactly.
+    assert retries[5].result == originals[5].result
+    assert mismatch.error == Reason.DUPLICATE_MISMATCH
+    assert sequencer.seq == last, "no retry reached the log"
+
+
+async def test_a_cancelled_caller_does_not_cancel_its_command_or_its_retries(path: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, "group", ops)
+    setup = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
+    await until(ops.entered.is_set)
+    impatient = asyncio.create_task(sequencer.submit(order(1, "x")))
+    await asyncio.sleep(0.01)
+    retry = asyncio.create_task(sequencer.submit(order(1, "x")))
+    await asyncio.sleep(0.01)
+    impatient.cancel()
+    ops.gate.set()
+    await setup
+    answer = await retry
+    await sequencer.stop()
+    assert impatient.cancelled()
+    assert answer.replayed and answer.result is not None and answer.result.client_order_id == "x"
+    _, recovery = replayed(path)
+    assert recovery.records == 2
+
+
+async def test_a_retry_of_an_attempt_that_never_got_queued_goes_in_itself(path: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, "order", ops, queue_size=1)
+    setup = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
+    await until(ops.entered.is_set)
+    filler = asyncio.create_task(sequencer.submit(order(0)))
+    await asyncio.sleep(0.01)
+    assert sequencer.queue_depth == 1
+    waiting = asyncio.create_task(sequencer.submit(order(1, "y")))  # no room: not queued
+    await asyncio.sleep(0.01)
+    retry = asyncio.create_task(sequencer.submit(order(1, "y")))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    await asyncio.sleep(0.01)
+    ops.gate.set()
+    await asyncio.gather(setup, filler)
+    answer = await retry
+    await sequencer.stop()
+    assert not answer.replayed and answer.result is not None and answer.result.client_order_id == "y"
+    _, recovery = replayed(path)
+    assert recovery.records == 3
+
+
+# ------------------------------------------------------------------ stopping and bad input
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_stop_finishes_what_is_queued_and_in_flight(path: str, mode: str) -> None:
+    sequencer = await with_symbol(path, mode)
+    tasks = [asyncio.create_task(sequencer.submit(order(i))) for i in range(300 if mode != "order" else 40)]
+    await asyncio.sleep(0)  # all queued
+    await sequencer.stop()
+    outcomes = await asyncio.gather(*tasks)
+    assert all(o.result is not None for o in outcomes)
+    with pytest.raises(SequencerStopped, match="shutting down"):
+        await sequencer.submit(order(1))
+    await sequencer.stop()  # twice is fine
+    _, recovery = replayed(path)
+    assert recovery.records == len(tasks) + 1
+
+
+async def test_stop_waits_for_the_sync_in_flight(path: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, "group", ops)
+    tasks = [asyncio.create_task(sequencer.submit(AddSymbol(f"S{i}"))) for i in range(10)]
+    await until(ops.entered.is_set)
+    stopping = asyncio.create_task(sequencer.stop())
+    await asyncio.sleep(0.05)
+    assert not stopping.done() and not any(t.done() for t in tasks)
+    ops.gate.set()
+    await stopping
+    assert all(o.error is None for o in await asyncio.gather(*tasks))
+
+
+async def test_stop_refuses_callers_still_waiting_for_room(path: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, "order", ops, queue_size=2)
+    tasks = [asyncio.create_task(sequencer.submit(AddSymbol(f"S{i}"))) for i in range(10)]
+    await until(ops.entered.is_set)
+    await asyncio.sleep(0.01)
+    stopping = asyncio.create_task(sequencer.stop())
+    await asyncio.sleep(0.01)
+    ops.gate.set()
+    await stopping
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    done = [r for r in results if isinstance(r, Outcome)]
+    refused = [r for r in results if isinstance(r, SequencerStopped)]
+    assert len(done) == 3 and len(refused) == 7  # one being synced, two queued
+    assert all("not taken" in str(e) for e in refused)
+    _, recovery = replayed(path)
+    assert recovery.records == 3
+
+
+async def test_a_command_that_cannot_be_logged_is_refused_alone(path: str) -> None:
+    sequencer = await with_symbol(path)
+    bad = NewOrder("acct", "ACME", "buy", "limit", "100", 5)  # type: ignore[arg-type]
+    results = await asyncio.gather(sequencer.submit(order(1)), sequencer.submit(bad), sequencer.submit(order(2)),
+                                   return_exceptions=True)
+    assert isinstance(results[1], BadCommand)
+    assert [r.seq for r in results if isinstance(r, Outcome)] == [2, 3]
+    assert not sequencer.failed
+    await sequencer.stop()
+    _, recovery = replayed(path)
+    assert recovery.records == 3
+
+
+async def test_the_log_time_never_runs_backwards(path: str) -> None:
+    ticks = iter([5_000, 4_000, 6_000, 1_000])
+    sequencer = await started(path, "order", clock=lambda: next(ticks))
+    for i in range(4):
+        await sequencer.submit(AddSymbol(f"S{i}"))
+    await sequencer.stop()
+    wal = Wal.open(path)
+    stamps = [decode_record(payload).ts for _, payload in wal.replay()]
+    wal.close()
+    assert stamps == [5_000, 5_000, 6_000, 6_000]

@@ -643,19 +643,22 @@ class Session:
     async def close(self) -> None:
         """Close the connection and stop reconnecting."""
         self._closing = True
-        if self._ws is not None:
-            await self._ws.close()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-        if self._own_http and self._http is not None:
-            await self._http.close()
-            self._http = None
-        self._http_client = None
-        if self.state != "closed":
-            self._set_state("closed")
+        try:
+            if self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._task
+                self._task = None
+            if self._ws is not None:
+                await self._ws.close()
+        finally:
+            self._ws = None
+            if self._own_http and self._http is not None:
+                http, self._http = self._http, None
+                await http.close()
+            self._http_client = None
+            if self.state != "closed":
+                self._set_state("closed")
 
     @property
     def connected(self) -> bool:

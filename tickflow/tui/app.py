@@ -88,6 +88,9 @@ class TickflowApp(OrderActions, App[None]):
         self.load_symbols()
         self.load_bars(self.market.symbol)
 
+    async def on_unmount(self) -> None:
+        await self.backend.close()
+
     # ---- the feed
 
     @work(exclusive=True, group="feed")

@@ -24,6 +24,9 @@ class Backend(Protocol):
     async def run(self, symbol: str, listener: Listener) -> None:
         """Connect, feed `listener` with events until cancelled (reconnecting as needed)."""
 
+    async def close(self) -> None:
+        """Let go of the network (called when the app stops)."""
+
     async def switch(self, old: str | None, new: str) -> None:
         """Stop following `old` and follow `new` (a fresh snapshot follows)."""
 
@@ -64,7 +67,9 @@ class LiveBackend:
             await asyncio.Event().wait()
         finally:
             remove()
-            await self.session.close()
+
+    async def close(self) -> None:
+        await self.session.close()
 
     async def switch(self, old: str | None, new: str) -> None:
         if old and old != new:

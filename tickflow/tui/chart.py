@@ -39,6 +39,10 @@ class PriceChart(PlotextPlot):
             self._pending = True
             self.set_timer(wait, self.replot)
 
+    def on_resize(self) -> None:
+        if self.candles:
+            self.replot()
+
     def replot(self) -> None:
         self._pending = False
         self._last_draw = time.monotonic()
@@ -61,8 +65,7 @@ class PriceChart(PlotextPlot):
             data = {"Open": [c.open for c in candles], "High": [c.high for c in candles],
                     "Low": [c.low for c in candles], "Close": [c.close for c in candles]}
             plt.candlestick(xs, data, colors=[_plotext_colour(palette.buy), _plotext_colour(palette.sell)])
-            step = max(1, len(candles) // 6)
-            picks = list(range(len(candles) - 1, -1, -step))[::-1]  # always label the newest
+            picks = _label_picks(xs, slots, self.size.width)
             plt.xticks([xs[i] for i in picks], [fmt.minute(candles[i].t, self.utc) for i in picks])
             low, high = min(c.low for c in candles), max(c.high for c in candles)
             step_y = max(1, (high - low) // 5)
@@ -73,6 +76,18 @@ class PriceChart(PlotextPlot):
             pct = 100 * change / first if first else 0.0
             plt.title(f"last {last}  {sign}{change} ({pct:+.2f}%)  vol {sum(c.volume for c in candles):,}")
         self.refresh()
+
+
+def _label_picks(xs: list[int], slots: int, width: int) -> list[int]:
+    """Indexes of the candles to label: the newest, then older ones far enough apart that no two
+    labels ("HH:MM") collide at this width, so plotext never has to drop one."""
+    max_labels = max(2, (width - 10) // 9)
+    gap = slots / max_labels
+    picks: list[int] = []
+    for i in range(len(xs) - 1, -1, -1):
+        if not picks or xs[picks[-1]] - xs[i] >= gap:
+            picks.append(i)
+    return picks[::-1]
 
 
 def _plotext_colour(hex_colour: str) -> tuple[int, int, int]:

@@ -54,6 +54,9 @@ class FixedBackend:
             listener(event)
         await asyncio.Event().wait()
 
+    async def close(self) -> None:
+        pass
+
     def emit(self, event: Event) -> None:
         """Push one more event, as if it had just arrived."""
         assert self.listener is not None

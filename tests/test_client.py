@@ -276,3 +276,26 @@ async def test_session_survives_kill_9(tmp_path: Path) -> None:
         assert attempts and all(s.delay <= 0.3 for s in attempts)
     finally:
         proc.kill()
+
+
+async def test_a_refused_token_stops_the_session(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"tok-alice": "alice"}')
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"], extra=["--tokens", str(tokens)])
+    proc.start()
+    try:
+        from tickflow.net.client import AuthFailed
+
+        bad = Session(proc.url, "not-a-token")
+        with pytest.raises(AuthFailed):
+            await bad.start(timeout=5)
+        assert bad.state == "closed"  # no endless reconnecting with a token that will never work
+        await bad.close()
+        async with Session(proc.url, "tok-alice") as good:
+            assert good.account == "alice"
+        async with Client(proc.url, "not-a-token") as http:
+            with pytest.raises(ApiError) as err:
+                await http.open_orders()
+            assert err.value.status == 401
+    finally:
+        proc.kill()

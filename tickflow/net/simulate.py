@@ -51,7 +51,7 @@ class Fair:
 
     anchor: float
     value: float
-    vol: float = 0.6
+    vol: float = 0.8
     pull: float = 0.01
 
     def step(self, rng: random.Random) -> None:
@@ -105,8 +105,8 @@ class Trader:
 
 
 class MarketMaker(Trader):
-    levels = 8
-    max_open = 24
+    levels = 12
+    max_open = 30
 
     async def act(self) -> None:
         symbol = self.rng.choice(self.symbols)
@@ -124,7 +124,7 @@ class MarketMaker(Trader):
                 await self.call("amend", self.session.amend_order(victim.order_id, qty=victim.qty - 1))
                 return
         side = self.rng.choice(("buy", "sell"))
-        offset = 1 + min(self.levels - 1, int(self.rng.expovariate(0.45)))
+        offset = 1 + min(self.levels - 1, int(self.rng.expovariate(0.3)))
         price = mid - offset if side == "buy" else mid + offset
         qty = self.rng.choice((1, 2, 5, 10, 10, 20, 25, 50))
         await self.call("quote", self.session.place_order(symbol, side, qty, max(1, price)))  # type: ignore[arg-type]

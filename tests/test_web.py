@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -535,8 +534,6 @@ def test_the_page_recovers_after_the_server_is_killed_and_restarted(
         errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
     finally:
         srv.stop()
-    if os.environ.get("TICKFLOW_UPDATE_SCREENSHOT"):
-        shutil.copy(artifacts / "screenshot.png", REPO / "docs" / "screenshot.png")
 
 
 def seed_market(srv: Server) -> None:

@@ -156,5 +156,10 @@ class Market:
             self.closed[order.order_id] = order.seq
 
     def set_open_orders(self, orders: list[Order]) -> None:
-        """The server's list of my open orders: the truth after (re)connecting."""
-        self.orders = {o.order_id: o for o in orders if o.is_open}
+        """The server's list of my open orders: the truth after (re)connecting. A private update newer
+        than the list (by seq) still wins."""
+        listed = {o.order_id for o in orders}
+        for order_id in [i for i in self.orders if i not in listed]:
+            del self.orders[order_id]
+        for o in orders:
+            self.set_order(o)

@@ -107,16 +107,24 @@ class PowerLossOps(OsFileOps):
 
 
 class FaultyOps:
-    """Fails the Nth write or sync (counting from 1) with an OSError, then keeps failing it."""
+    """Fails the Nth write or sync (counting from 1) with an OSError, and every one after it.
+
+    With `partial`, the Nth write first succeeds for half its bytes (a short write, as a filling
+    disk gives) and the failure comes on the call that tries to write the rest.
+    """
 
     def __init__(self, inner: FileOps, *, write_at: int | None = None, sync_at: int | None = None,
-                 code: int = errno.ENOSPC) -> None:
+                 code: int = errno.ENOSPC, partial: bool = False) -> None:
         self.inner = inner
         self.write_at = write_at
         self.sync_at = sync_at
         self.code = code
+        self.partial = partial
         self.writes = 0
         self.syncs = 0
+
+    def _error(self) -> OSError:
+        return OSError(self.code, os.strerror(self.code))
 
     def read(self, path: str) -> bytes:
         return self.inner.read(path)
@@ -127,13 +135,15 @@ class FaultyOps:
     def write(self, fd: int, data: bytes | memoryview) -> int:
         self.writes += 1
         if self.write_at is not None and self.writes >= self.write_at:
-            raise OSError(self.code, os.strerror(self.code))
+            if self.partial and self.writes == self.write_at and len(data) > 1:
+                return self.inner.write(fd, data[: len(data) // 2])
+            raise self._error()
         return self.inner.write(fd, data)
 
     def sync(self, fd: int) -> None:
         self.syncs += 1
         if self.sync_at is not None and self.syncs >= self.sync_at:
-            raise OSError(self.code, os.strerror(self.code))
+            raise self._error()
         self.inner.sync(fd)
 
     def truncate(self, fd: int, size: int) -> None:

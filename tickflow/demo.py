@@ -119,6 +119,7 @@ class ServerProcess:
 def free_port(preferred: int) -> int:
     """`preferred` when nothing listens there, else a port the OS picks."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no obstacle
         try:
             s.bind(("127.0.0.1", preferred))
         except OSError:

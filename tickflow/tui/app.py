@@ -54,6 +54,7 @@ class TickflowApp(OrderActions, App[None]):
         Binding("x", "swap_colors", "Swap colours", id="swap", tooltip="Swap red and green"),
         Binding("escape", "goto('book')", "Leave field", show=False),
         Binding("q", "quit", "Quit", id="quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, backend: Backend, symbol: str, *, swap_colors: bool = False, utc: bool = False,

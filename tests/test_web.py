@@ -65,9 +65,10 @@ def free_port() -> int:
 class Server:
     """`tickflow serve` in a child process; restarts keep the port and the data, like a real restart."""
 
-    def __init__(self, data: Path, symbols: str) -> None:
+    def __init__(self, data: Path, symbols: str, extra: list[str] | None = None) -> None:
         self.data = data
         self.symbols = symbols
+        self.extra = extra or []
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -78,7 +79,7 @@ class Server:
         self.data.mkdir(parents=True, exist_ok=True)
         log = open(self.data.parent / f"{self.data.name}-{self.starts}.log", "wb")
         cmd = [sys.executable, "-m", "tickflow.cli", "serve", "--data", str(self.data), "--host", "127.0.0.1",
-               "--port", str(self.port), "--durability", "group", "--symbols", self.symbols]
+               "--port", str(self.port), "--durability", "group", "--symbols", self.symbols, *self.extra]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + 20
@@ -487,6 +488,26 @@ def test_phone_width_and_the_account_is_remembered(pages: Pages) -> None:
     page.press("#account", "Enter")
     expect(page.locator("#account")).to_have_attribute("aria-invalid", "true")
     assert page.evaluate("localStorage.getItem('tickflow.account')") == "zoe"
+
+
+def test_with_server_tokens_an_unknown_token_is_refused_and_a_known_one_trades(
+        pages: Pages, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"s3cret-a": "alice"}))
+    srv = Server(tmp_path / "data", "ACME", ["--tokens", str(tokens)]).start()
+    try:
+        call(srv, "POST", "/orders", "s3cret-a", limit("ACME", "sell", 120, 3))
+        page = pages.open("mallory", "ACME", server=srv)
+        expect(page.locator("#conn")).to_have_attribute("data-state", "refused")
+        expect(page.locator("#conn-text")).to_contain_text("Account mallory refused")
+        expect(size(page, "sell", 120)).to_have_text("3")  # market data needs no account
+        page.fill("#account", "s3cret-a")
+        page.press("#account", "Enter")
+        expect(page.locator("#conn-text")).to_have_text("Live as alice")
+        expect(page.locator("#account")).to_have_value("s3cret-a")
+        expect(page.locator("#orders tr")).to_contain_text("120")
+    finally:
+        srv.stop()
 
 
 def test_the_page_recovers_after_the_server_is_killed_and_restarted(

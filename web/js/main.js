@@ -95,7 +95,6 @@ conn.addEventListener("state", (ev) => {
   $("conn-text").textContent = text;
   if (state === "open") {
     if (!page.symbols.length) loadSymbols();
-    loadOrders();
   } else if (state === "offline" && page.book.seq !== null) {
     page.book.seq = null; // whatever we hold may be stale; the next snapshot replaces it
     invalidate("book");
@@ -103,7 +102,10 @@ conn.addEventListener("state", (ev) => {
 });
 
 conn.addEventListener("auth", (ev) => {
-  $("account").value = ev.detail.account || page.account;
+  // With `serve --tokens` the field holds a token and the server names the account behind it.
+  const account = ev.detail.account;
+  $("conn-text").textContent = account && account !== page.account ? `Live as ${account}` : "Live";
+  loadOrders();
 });
 
 conn.addEventListener("snapshot", (ev) => {

@@ -1,20 +1,25 @@
 """One symbol's order book: price levels kept in FIFO order, best price found through a heap.
 
-Levels live in a dict keyed by price; a heap of prices finds the best one. Removing a level only
-deletes it from the dict: its stale heap entry is dropped when it reaches the top. Cancelling an
-order marks it dead and adjusts its level's totals, so a cancel is O(1); dead orders are skipped
-when matching reaches them and swept when they outnumber the live ones.
+Levels live in a dict keyed by price; a heap of price keys (prices, negated for bids, so the
+smallest key is always the best price) finds the best one. The top of the heap is always a live
+level, so the best price is a peek; a level that empties below the top only leaves the dict, and
+its stale key is dropped once it surfaces. Cancelling an order marks it dead and adjusts its
+level's totals, so a cancel is O(1); dead orders are skipped when matching reaches them and swept
+when they outnumber the live ones.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from heapq import heappop, heappush
-from typing import Iterator
+from typing import Final, Iterator
 
 import msgspec
 
 from tickflow.core.types import LevelChange, OrderType, Side, Status, Tif
+
+NO_LIMIT: Final = 1 << 62
+"""The matching key of a market order: beyond every price, so every resting order crosses it."""
 
 
 class Order(msgspec.Struct, gc=False):
@@ -44,7 +49,10 @@ class Order(msgspec.Struct, gc=False):
 
 
 class Level:
-    """Orders resting at one price, oldest first, with running totals of the live ones."""
+    """Orders resting at one price, oldest first, with running totals of the live ones.
+
+    A plain class, not a msgspec struct like the rest: its totals change on every fill, and
+    CPython stores to __slots__ attributes several times faster than to struct fields."""
 
     __slots__ = ("price", "side", "qty", "count", "queue")
 
@@ -67,45 +75,41 @@ class Level:
 class BookSide:
     """The bids or the asks of one book."""
 
-    __slots__ = ("side", "levels", "heap", "in_heap", "sign")
+    __slots__ = ("side", "levels", "heap", "sign")
 
     def __init__(self, side: Side) -> None:
         self.side: Side = side
         self.levels: dict[int, Level] = {}
+        # Keys are price * sign: the smallest key is the best price on either side. Every live
+        # level has a key here and heap[0] is always a live level's; other keys may be stale.
         self.heap: list[int] = []
-        self.in_heap: set[int] = set()
-        # Bids are kept negated so the heap's smallest entry is always the best price.
         self.sign = -1 if side == "buy" else 1
 
-    def best(self) -> Level | None:
-        heap = self.heap
-        levels = self.levels
-        sign = self.sign
-        while heap:
-            level = levels.get(heap[0] * sign)
-            if level is not None:
-                return level
-            self.in_heap.discard(heappop(heap) * sign)
-        return None
+    def key(self, price: int) -> int:
+        """`price` as a heap key of this side: resting levels with keys <= it are at least as good."""
+        return price * self.sign
 
-    def level_for(self, price: int) -> Level:
-        level = self.levels.get(price)
-        if level is None:
-            level = self.levels[price] = Level(price, self.side)
-            if price not in self.in_heap:
-                self.in_heap.add(price)
-                heappush(self.heap, price * self.sign)
-                if len(self.heap) > 4 * len(self.levels) + 64:
-                    self._rebuild_heap()
+    def best(self) -> Level | None:
+        return self.levels[self.heap[0] * self.sign] if self.heap else None
+
+    def add_level(self, price: int) -> Level:
+        """A new, empty level at `price` (which has none)."""
+        level = self.levels[price] = Level(price, self.side)
+        heap = self.heap
+        heappush(heap, price * self.sign)
+        if len(heap) > 4 * len(self.levels) + 64:
+            self.heap = [p * self.sign for p in self.levels]
+            self.heap.sort()
         return level
 
     def drop(self, level: Level) -> None:
-        del self.levels[level.price]
-
-    def _rebuild_heap(self) -> None:
-        self.heap = [p * self.sign for p in self.levels]
-        self.heap.sort()
-        self.in_heap = set(self.levels)
+        """Forget an empty level, keeping the top of the heap live."""
+        levels = self.levels
+        del levels[level.price]
+        heap = self.heap
+        sign = self.sign
+        while heap and heap[0] * sign not in levels:
+            heappop(heap)
 
     def sorted_levels(self, depth: int | None = None) -> list[Level]:
         """Levels best first, at most `depth` of them."""
@@ -137,7 +141,10 @@ class Book:
 
     def rest(self, order: Order) -> Level:
         """Queue `order` at the back of its price level."""
-        level = self.side(order.side).level_for(order.price)
+        book_side = self.bids if order.side == "buy" else self.asks
+        level = book_side.levels.get(order.price)
+        if level is None:
+            level = book_side.add_level(order.price)
         level.queue.append(order)
         level.qty += order.qty - order.filled
         level.count += 1
@@ -146,14 +153,14 @@ class Book:
 
     def unrest(self, order: Order) -> Level:
         """Take a live order out of its level (O(1): it is marked dead, its level's totals shrink)."""
-        book_side = self.side(order.side)
+        book_side = self.bids if order.side == "buy" else self.asks
         level = book_side.levels[order.price]
         order.live = False
         level.qty -= order.qty - order.filled
         level.count -= 1
         if level.count == 0:
             book_side.drop(level)
-        else:
+        elif len(level.queue) > 2 * level.count + 16:
             level.sweep()
         return level
 

@@ -3,6 +3,10 @@
 Order ids and trade ids are counters advanced only by applied commands, and every time stamp comes
 from the record, so replaying the same log gives the same books and the same results byte for byte.
 Business-rule failures are results, never exceptions: a bad command must not stop the sequencer.
+
+The new-order path is written out in one function on purpose: it runs for almost every command,
+and in CPython each helper call and attribute lookup on it costs a measurable share of the time
+(bench/bench_engine.py). Rarer paths (rejections, FOK, amend, queries) use the small helpers.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Iterable
 
 import msgspec
 
-from tickflow.core.book import Book, BookSide, Level, Order
+from tickflow.core.book import NO_LIMIT, Book, BookSide, Level, Order
 from tickflow.core.types import (
     MAX_PRICE,
     MAX_QTY,
@@ -26,10 +30,12 @@ from tickflow.core.types import (
     OrderState,
     Outcome,
     Reason,
+    Status,
     Trade,
 )
 
 _NO_TRADES: list[Trade] = []
+_SELF_TRADE = Reason.SELF_TRADE
 
 
 def state_of(order: Order, fills: list[Fill] | None = None) -> OrderState:
@@ -74,9 +80,87 @@ class Engine:
         """Apply one command stamped with its log sequence number and time; never raises for bad input."""
         self.last_seq = seq
         self.last_ts = ts
+        if type(command) is not NewOrder:
+            return self._apply_other(seq, ts, command)
+        # New orders are nearly all the traffic, so they are handled right here, in straight-line
+        # code; the order is built once, with its final state, after matching.
+        cmd: NewOrder = command
+        coid = cmd.client_order_id
+        if coid is not None and (cmd.account, coid) in self.idempotency:
+            return self.check_duplicate(cmd)  # type: ignore[return-value]
+        order_id = self.next_order_id
+        self.next_order_id = order_id + 1
+        symbol = cmd.symbol
+        type_ = cmd.type
+        price = cmd.price
+        qty = cmd.qty
+        tif = cmd.tif
+        book = self.books.get(symbol)
+        if book is None or not 0 < qty <= MAX_QTY or cmd.post_only and (type_ != "limit" or tif != "gtc"):
+            return self._unfilled(seq, ts, cmd, order_id, "rejected", _rejection(cmd, book))
+        side = cmd.side
+        if side == "buy":
+            own, opposite = book.bids, book.asks
+        else:
+            own, opposite = book.asks, book.bids
+        if type_ == "limit":
+            if not 0 < price <= MAX_PRICE:
+                return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.BAD_PRICE)
+            key = price * opposite.sign
+        elif price:
+            return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.BAD_PRICE)
+        else:
+            key = NO_LIMIT
+        heap = opposite.heap
+        crossing = heap and heap[0] <= key
+        if crossing and cmd.post_only:
+            return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.POST_ONLY_WOULD_TAKE)
+        account = cmd.account
+        if tif == "fok" and not self._fok_fillable(opposite, account, qty, key):
+            return self._unfilled(seq, ts, cmd, order_id, "cancelled", Reason.FOK_NOT_FILLED)
+
+        if crossing:
+            left, fills, trades, updates, changes = self._match(opposite, key, symbol, account, order_id, qty, seq, ts)
+            filled = qty - left
+        else:
+            fills = []
+            trades = _NO_TRADES
+            updates = []
+            changes = []
+            filled = 0
+        reason = None
+        live = False
+        if filled == qty:
+            status = "filled"
+        elif tif == "gtc" and type_ == "limit":
+            status = "partially_filled" if filled else "new"
+            live = True
+        else:
+            status = "cancelled"
+            reason = Reason.IOC_REMAINDER if type_ == "limit" else Reason.NO_LIQUIDITY
+        order = Order(order_id, coid, account, symbol, side, type_, price, qty, tif, cmd.post_only,
+                      filled, status, reason, seq, ts, live)  # type: ignore[arg-type]
+        self.orders[order_id] = order
+        if live:
+            level = own.levels.get(price)
+            if level is None:
+                level = own.add_level(price)
+            level.queue.append(order)
+            level.qty += qty - filled
+            level.count += 1
+            by_account = self.open_orders.get(account)
+            if by_account is None:
+                by_account = self.open_orders[account] = {}
+            by_account[order_id] = order
+            changes.append(LevelChange(symbol, side, price, level.qty, level.count))
+        result = OrderState(order_id, coid, account, symbol, side, type_, price, qty, tif, cmd.post_only,
+                            status, filled, qty - filled, fills, reason, seq, ts)  # type: ignore[arg-type]
+        if coid is not None:
+            self.idempotency[(account, coid)] = (cmd, result)
+        return Outcome(seq, result, None, trades, changes, updates)
+
+    def _apply_other(self, seq: int, ts: int, command: Command) -> Outcome:
         kind = type(command)
-        if kind is NewOrder:
-            return self._new_order(seq, ts, command)  # type: ignore[arg-type]
         if kind is Cancel:
             return self._cancel(seq, ts, command)  # type: ignore[arg-type]
         if kind is Amend:
@@ -100,59 +184,16 @@ class Engine:
             return Outcome(result.seq, result, None, _NO_TRADES, [], [], replayed=True)
         return Outcome(result.seq, result, Reason.DUPLICATE_MISMATCH, _NO_TRADES, [], [], replayed=True)
 
-    def _new_order(self, seq: int, ts: int, cmd: NewOrder) -> Outcome:
-        duplicate = self.check_duplicate(cmd)
-        if duplicate is not None:
-            return duplicate
-        order_id = self.next_order_id
-        self.next_order_id = order_id + 1
-        order = Order(
-            order_id,
-            cmd.client_order_id,
-            cmd.account,
-            cmd.symbol,
-            cmd.side,
-            cmd.type,
-            cmd.price,
-            cmd.qty,
-            cmd.tif,
-            cmd.post_only,
-            seq=seq,
-            ts=ts,
-        )
-        book = self.books.get(cmd.symbol)
-        reason = self._invalid(cmd, book)
-        if reason is None and cmd.post_only:
-            best = book.opposite(cmd.side).best()  # type: ignore[union-attr]
-            if best is not None and book.opposite(cmd.side).crosses(best.price, cmd.price):  # type: ignore[union-attr]
-                reason = Reason.POST_ONLY_WOULD_TAKE
-        if reason is not None:
-            order.status = "rejected"
-            order.reason = reason
-            # Kept like any finished order: the caller was given this id and may ask about it.
-            self.orders[order_id] = order
-            return self._remember(cmd, Outcome(seq, state_of(order), None, _NO_TRADES, [], []))
-        assert book is not None
-        if cmd.tif == "fok" and not self._fok_fillable(book, order):
-            order.status = "cancelled"
-            order.reason = Reason.FOK_NOT_FILLED
-            self.orders[order_id] = order
-            return self._remember(cmd, Outcome(seq, state_of(order), None, _NO_TRADES, [], []))
+    def _unfilled(self, seq: int, ts: int, cmd: NewOrder, order_id: int, status: Status, reason: str) -> Outcome:
+        """A new order that ends before matching: rejected by the rules, or a FOK that cannot fill."""
+        order = Order(order_id, cmd.client_order_id, cmd.account, cmd.symbol, cmd.side, cmd.type, cmd.price,
+                      cmd.qty, cmd.tif, cmd.post_only, 0, status, reason, seq, ts, False)
+        # Kept like any finished order: the caller was given this id and may ask about it.
         self.orders[order_id] = order
-        touched: list[Level] = []
-        fills, trades, updates = self._match(book, order, seq, ts, touched)
-        if order.filled == order.qty:
-            order.status = "filled"
-        elif cmd.type == "limit" and cmd.tif == "gtc":
-            order.status = "partially_filled" if order.filled else "new"
-            touched.append(book.rest(order))
-            self._open(order)
-        else:
-            order.status = "cancelled"
-            order.reason = Reason.IOC_REMAINDER if cmd.type == "limit" else Reason.NO_LIQUIDITY
-        return self._remember(
-            cmd, Outcome(seq, state_of(order, fills), None, trades, _changes(book, touched), updates)
-        )
+        outcome = Outcome(seq, state_of(order), None, _NO_TRADES, [], [])
+        if cmd.client_order_id is not None:
+            self.idempotency[(cmd.account, cmd.client_order_id)] = (cmd, outcome.result)  # type: ignore[assignment]
+        return outcome
 
     def _cancel(self, seq: int, ts: int, cmd: Cancel) -> Outcome:
         order = self.orders.get(cmd.order_id)
@@ -175,6 +216,9 @@ class Engine:
             return Outcome(seq, state_of(order), Reason.NOTHING_TO_AMEND, _NO_TRADES, [], [])
         qty = order.qty if cmd.qty is None else cmd.qty
         price = order.price if cmd.price is None else cmd.price
+        book = self.books[order.symbol]
+        opposite = book.opposite(order.side)
+        key = opposite.key(price)
         error = None
         if not 0 < qty <= MAX_QTY:
             error = Reason.BAD_QTY
@@ -182,12 +226,8 @@ class Engine:
             error = Reason.BAD_PRICE
         elif qty <= order.filled:
             error = Reason.QTY_BELOW_FILLED
-        book = self.books[order.symbol]
-        opposite = book.opposite(order.side)
-        if error is None and order.post_only and price != order.price:
-            best = opposite.best()
-            if best is not None and opposite.crosses(best.price, price):
-                error = Reason.POST_ONLY_WOULD_TAKE
+        elif order.post_only and price != order.price and opposite.heap and opposite.heap[0] <= key:
+            error = Reason.POST_ONLY_WOULD_TAKE
         if error is not None:
             return Outcome(seq, state_of(order), error, _NO_TRADES, [], [])
 
@@ -201,120 +241,112 @@ class Engine:
 
         # A new price or a larger quantity loses time priority: the order is re-queued as a new
         # object (the old one stays dead in its old queue) and may trade at its new price.
-        touched = [book.unrest(order)]
-        moved = Order(
-            order.order_id,
-            order.client_order_id,
-            order.account,
-            order.symbol,
-            order.side,
-            order.type,
-            price,
-            qty,
-            order.tif,
-            order.post_only,
-            filled=order.filled,
-            status=order.status,
-            seq=seq,
-            ts=ts,
-        )
+        old_level = book.unrest(order)
+        moved = msgspec.structs.replace(order, price=price, qty=qty, seq=seq, ts=ts)
         self.orders[order.order_id] = moved
         self.open_orders[order.account][order.order_id] = moved
-        fills, trades, updates = self._match(book, moved, seq, ts, touched)
+        if opposite.heap and opposite.heap[0] <= key:
+            left, fills, trades, updates, changes = self._match(
+                opposite, key, moved.symbol, moved.account, moved.order_id, qty - moved.filled, seq, ts)
+            moved.filled = qty - left
+        else:
+            fills, trades, updates, changes = [], _NO_TRADES, [], []
+        new_level = None
         if moved.filled == moved.qty:
             self._close(moved, "filled", None, seq, ts)
         else:
             moved.status = "partially_filled" if moved.filled else "new"
-            touched.append(book.rest(moved))
-        return Outcome(seq, state_of(moved, fills), None, trades, _changes(book, touched), updates)
+            new_level = book.rest(moved)
+        if new_level is None or new_level.price != old_level.price:
+            changes.insert(0, book.change(old_level))
+        if new_level is not None:
+            changes.append(book.change(new_level))
+        return Outcome(seq, state_of(moved, fills), None, trades, changes, updates)
 
     # ------------------------------------------------------------------ matching
 
     def _match(
-        self, book: Book, order: Order, seq: int, ts: int, touched: list[Level]
-    ) -> tuple[list[Fill], list[Trade], list[OrderState]]:
-        """Trade `order` against the opposite side until it is filled or no longer crosses."""
-        opposite = book.opposite(order.side)
-        want = order.qty - order.filled
-        if not want:
-            return [], _NO_TRADES, []
-        level = opposite.best()
-        if level is None:
-            return [], _NO_TRADES, []
-        buying = order.side == "buy"
-        limit = order.price if order.type == "limit" else None
+        self, opposite: BookSide, key: int, symbol: str, account: str, order_id: int, want: int, seq: int, ts: int
+    ) -> tuple[int, list[Fill], list[Trade], list[OrderState], list[LevelChange]]:
+        """Trade `want` of an incoming order against `opposite` while its best key is <= `key`.
+
+        Returns the quantity left unfilled, the incoming order's fills, the trades, the resting
+        orders changed and the levels changed."""
         fills: list[Fill] = []
         trades: list[Trade] = []
         updates: list[OrderState] = []
-        account = order.account
-        symbol = order.symbol
+        changes: list[LevelChange] = []
+        heap = opposite.heap
+        levels = opposite.levels
+        sign = opposite.sign
+        resting_side = opposite.side
+        buying = resting_side == "sell"
         open_orders = self.open_orders
-        while level is not None:
+        trade_id = self.next_trade_id
+        while heap and heap[0] <= key:
+            level = levels[heap[0] * sign]
             price = level.price
-            if limit is not None and (price > limit if buying else price < limit):
-                break
             queue = level.queue
             while want and level.count:
                 maker = queue[0]
                 if not maker.live:
                     queue.popleft()
                     continue
-                if maker.account == account:
+                maker_account = maker.account
+                left = maker.qty - maker.filled
+                if maker_account == account:
                     # Self-trade prevention: the resting order is cancelled, the incoming one goes on.
                     queue.popleft()
                     maker.live = False
-                    level.qty -= maker.qty - maker.filled
+                    level.qty -= left
                     level.count -= 1
-                    self._close(maker, "cancelled", Reason.SELF_TRADE, seq, ts)
+                    self._close(maker, "cancelled", _SELF_TRADE, seq, ts)
                     updates.append(state_of(maker))
                     continue
-                n = maker.qty - maker.filled
-                if n > want:
-                    n = want
-                trade_id = self.next_trade_id
-                self.next_trade_id = trade_id + 1
+                n = left if left < want else want
                 if buying:
-                    trade = Trade(trade_id, symbol, price, n, order.order_id, maker.order_id,
-                                  account, maker.account, "buy", seq, ts)
+                    trades.append(Trade(trade_id, symbol, price, n, order_id, maker.order_id,
+                                        account, maker_account, "buy", seq, ts))
                 else:
-                    trade = Trade(trade_id, symbol, price, n, maker.order_id, order.order_id,
-                                  maker.account, account, "sell", seq, ts)
-                trades.append(trade)
+                    trades.append(Trade(trade_id, symbol, price, n, maker.order_id, order_id,
+                                        maker_account, account, "sell", seq, ts))
                 fill = Fill(trade_id, price, n)
+                trade_id += 1
                 fills.append(fill)
                 want -= n
                 level.qty -= n
-                maker.filled += n
+                filled = maker.filled + n
+                maker.filled = filled
                 maker.seq = seq
                 maker.ts = ts
-                if maker.filled == maker.qty:
+                if n == left:
                     queue.popleft()
                     maker.live = False
-                    maker.status = "filled"
+                    maker.status = status = "filled"
                     level.count -= 1
-                    del open_orders[maker.account][maker.order_id]
+                    del open_orders[maker_account][maker.order_id]
                 else:
-                    maker.status = "partially_filled"
-                updates.append(state_of(maker, [fill]))
-            touched.append(level)
+                    maker.status = status = "partially_filled"
+                updates.append(OrderState(maker.order_id, maker.client_order_id, maker_account, symbol,
+                                          resting_side, maker.type, price, maker.qty, maker.tif,
+                                          maker.post_only, status, filled, left - n, [fill], None, seq, ts))
+            changes.append(LevelChange(symbol, resting_side, price, level.qty, level.count))
             if not level.count:
                 opposite.drop(level)
             if not want:
                 break
-            level = opposite.best()
-        order.filled = order.qty - want
-        return fills, trades, updates
+        self.next_trade_id = trade_id
+        return want, fills, trades, updates, changes
 
-    def _fok_fillable(self, book: Book, order: Order) -> bool:
-        """True when the book holds enough crossing quantity, not counting the account's own orders."""
-        opposite: BookSide = book.opposite(order.side)
-        need = order.qty
-        own = bool(self.open_orders.get(order.account))
+    def _fok_fillable(self, opposite: BookSide, account: str, need: int, key: int) -> bool:
+        """True when the book holds `need` crossing quantity, not counting the account's own orders."""
+        own = bool(self.open_orders.get(account))
+        sign = opposite.sign
         for price, level in opposite.levels.items():
-            if order.type == "limit" and not opposite.crosses(price, order.price):
+            if price * sign > key:
                 continue
             if own:
-                need -= sum(o.qty - o.filled for o in level.live_orders() if o.account != order.account)
+                need -= sum(o.qty - o.filled for o in level.live_orders() if o.account != account)
             else:
                 need -= level.qty
             if need <= 0:
@@ -322,31 +354,6 @@ class Engine:
         return False
 
     # ------------------------------------------------------------------ bookkeeping
-
-    def _invalid(self, cmd: NewOrder, book: Book | None) -> str | None:
-        if book is None:
-            return Reason.UNKNOWN_SYMBOL
-        if not 0 < cmd.qty <= MAX_QTY:
-            return Reason.BAD_QTY
-        if cmd.type == "limit":
-            if not 0 < cmd.price <= MAX_PRICE:
-                return Reason.BAD_PRICE
-        elif cmd.price != 0:
-            return Reason.BAD_PRICE
-        if cmd.post_only and (cmd.type != "limit" or cmd.tif != "gtc"):
-            return Reason.BAD_ORDER
-        return None
-
-    def _remember(self, cmd: NewOrder, outcome: Outcome) -> Outcome:
-        if cmd.client_order_id is not None:
-            self.idempotency[(cmd.account, cmd.client_order_id)] = (cmd, outcome.result)  # type: ignore[assignment]
-        return outcome
-
-    def _open(self, order: Order) -> None:
-        by_account = self.open_orders.get(order.account)
-        if by_account is None:
-            by_account = self.open_orders[order.account] = {}
-        by_account[order.order_id] = order
 
     def _close(self, order: Order, status: str, reason: str | None, seq: int, ts: int) -> None:
         order.status = status  # type: ignore[assignment]
@@ -390,17 +397,19 @@ class Engine:
         return h.hexdigest()
 
 
+def _rejection(cmd: NewOrder, book: Book | None) -> str:
+    """Why a new order breaks the book's rules before matching (the post-only cross aside)."""
+    if book is None:
+        return Reason.UNKNOWN_SYMBOL
+    if not 0 < cmd.qty <= MAX_QTY:
+        return Reason.BAD_QTY
+    if cmd.type == "limit":
+        if not 0 < cmd.price <= MAX_PRICE:
+            return Reason.BAD_PRICE
+    elif cmd.price != 0:
+        return Reason.BAD_PRICE
+    return Reason.BAD_ORDER
+
+
 def _by_id(order: Order) -> int:
     return order.order_id
-
-
-def _changes(book: Book, touched: list[Level]) -> list[LevelChange]:
-    if len(touched) == 1:
-        return [book.change(touched[0])]
-    seen: set[int] = set()
-    changes = []
-    for level in touched:
-        if id(level) not in seen:
-            seen.add(id(level))
-            changes.append(book.change(level))
-    return changes

@@ -37,6 +37,8 @@ class Stats:
     sent: int = 0
     filled_qty: int = 0
     errors: int = 0
+    races: int = 0
+    """404/409 answers: a cancel or amend that lost the race to a fill. Normal in a busy market."""
     not_connected: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -93,7 +95,13 @@ class Trader:
             self.stats.not_connected += 1
             await asyncio.sleep(0.2)
             return None
-        except (ApiError, TickflowError, asyncio.TimeoutError):
+        except ApiError as e:
+            if e.status in (404, 409):
+                self.stats.races += 1
+            else:
+                self.stats.errors += 1
+            return None
+        except (TickflowError, asyncio.TimeoutError):
             self.stats.errors += 1
             return None
         self.stats.filled_qty += sum(f.qty for f in order.fills)
@@ -209,7 +217,7 @@ async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: 
             elapsed = time.monotonic() - start
             mids = " ".join(f"{s}~{f.mid}" for s, f in fair.items())
             print(f"simulate: {elapsed:6.0f} s  sent {stats.sent}  filled {stats.filled_qty}  "
-                  f"errors {stats.errors}  waiting {stats.not_connected}  {mids}", flush=True)
+                  f"races {stats.races}  errors {stats.errors}  waiting {stats.not_connected}  {mids}", flush=True)
 
     tasks = [asyncio.create_task(run_trader(t, w)) for t, w in zip(traders, weights, strict=True)]
     tasks.append(asyncio.create_task(drift()))
@@ -239,6 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--takers", type=int, default=2, help="taker accounts (default %(default)s)")
     parser.add_argument("--duration", type=float, help="stop after this many seconds (default: run until ^C)")
     parser.add_argument("--seed", type=int, help="random seed, for a repeatable run")
+    parser.add_argument("--prefix", default="sim", help="account name prefix, to run several simulators (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     symbols = [s.strip() for s in args.symbols.split(",") if s.strip()]
@@ -250,10 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         return await simulate(args.url, symbols, rate=args.rate, makers=args.makers, takers=args.takers,
-                              duration=args.duration, seed=args.seed, stop=stop, quiet=args.quiet)
+                              duration=args.duration, seed=args.seed, stop=stop, quiet=args.quiet,
+                              prefix=args.prefix)
 
     stats = asyncio.run(run())
     if not args.quiet:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(stats.by_kind.items()))
-        print(f"simulate: done: sent {stats.sent} ({kinds}), filled {stats.filled_qty}, errors {stats.errors}")
+        print(f"simulate: done: sent {stats.sent} ({kinds}), filled {stats.filled_qty}, "
+              f"lost races {stats.races}, errors {stats.errors}")
     return 0

@@ -9,6 +9,7 @@ Network calls run in workers and post their results back as messages.
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
 
 from textual import on, work
@@ -35,6 +36,7 @@ from tickflow.tui.ticket import OrderTicket
 
 class TickflowApp(OrderActions, App[None]):
     CSS_PATH = "app.tcss"
+    FRAME_RATE = 20
     TITLE = "tickflow"
     COMMANDS = App.COMMANDS | {TickflowCommands}
     BINDINGS = [
@@ -64,10 +66,12 @@ class TickflowApp(OrderActions, App[None]):
         self.market = m.Market(symbol, backend.account)
         self.palette = Palette(swap_colors)
         self._utc = utc
-        self._live = live  # False for fixed screenshots: no cursor blink
+        self._live = live  # False for fixed screenshots and tests: no cursor blink, no frame timer
         self._chart_interval = chart_interval
         self._dirty: set[str] = set()
         self._posted = False
+        self._frame_pending = False
+        self._last_redraw = 0.0
 
     def compose(self) -> ComposeResult:
         yield TopBar(self.market.symbol, self.market.account, id="top")
@@ -109,10 +113,22 @@ class TickflowApp(OrderActions, App[None]):
             self.post_message(FeedChanged())
 
     def on_feed_changed(self, _: FeedChanged) -> None:
+        # At most FRAME_RATE redraws a second: a later burst waits for the next frame, then costs one.
         self._posted = False
+        wait = self._last_redraw + 1 / self.FRAME_RATE - time.monotonic()
+        if wait > 0 and self._live:
+            if not self._frame_pending:
+                self._frame_pending = True
+                self.set_timer(wait, self._frame)
+            return
+        self.redraw()
+
+    def _frame(self) -> None:
+        self._frame_pending = False
         self.redraw()
 
     def redraw(self) -> None:
+        self._last_redraw = time.monotonic()
         dirty, self._dirty = self._dirty, set()
         market = self.market
         if m.BOOK in dirty:

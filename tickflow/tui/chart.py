@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
 from tickflow.tui import format as fmt
@@ -28,6 +29,15 @@ class PriceChart(PlotextPlot):
         self.candles: list[Candle] = []
         self._last_draw = 0.0
         self._pending = False
+        self._version = 0
+        self._cache: tuple[tuple[int, int, int, str], RenderResult] | None = None
+
+    def render(self) -> RenderResult:
+        """Build the plot only when the data, the size or the theme changed, not on every repaint."""
+        key = (self._version, self.size.width, self.size.height, self.app.theme)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, super().render())
+        return self._cache[1]
 
     def show(self, symbol: str, candles: list[Candle]) -> None:
         self.symbol = symbol
@@ -48,6 +58,7 @@ class PriceChart(PlotextPlot):
         self._last_draw = time.monotonic()
         palette: Palette = getattr(self.app, "palette", Palette())
         plt = self.plt
+        self._version += 1
         plt.clear_data()
         plt.clear_figure()
         candles = self.candles

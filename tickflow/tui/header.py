@@ -59,4 +59,5 @@ class TopBar(Horizontal):
                 select.value = symbol
 
     def set_connection(self, conn: StateChanged, seq: int, gaps: int) -> None:
-        self.query_one("#conn", Static).update(connection_text(conn, seq, gaps))
+        # One line of fixed size: no layout pass (which would redraw every panel) for a new seq.
+        self.query_one("#conn", Static).update(connection_text(conn, seq, gaps), layout=False)

@@ -33,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def live_app(url: str, account: str = "alice", symbol: str = "ACME") -> TickflowApp:
-    return TickflowApp(LiveBackend(url, account), symbol, utc=True, live=False, chart_interval=0)
+    return TickflowApp(LiveBackend(url, account), symbol, utc=True)  # as a user runs it: frame cap on
 
 
 async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:

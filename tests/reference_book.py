@@ -26,6 +26,9 @@ from tickflow.core.types import (
     Trade,
 )
 
+Levels = list[tuple[int, int, int]]
+"""A side of a book as (price, qty, orders), best first."""
+
 
 @dataclass(eq=False)  # identity, so list.remove takes out exactly this order
 class RefOrder:
@@ -47,8 +50,9 @@ class RefOrder:
 
     def state(self, fills: list[Fill] | None = None) -> OrderState:
         return OrderState(
-            self.order_id, self.client_order_id, self.account, self.symbol, self.side,  # type: ignore[arg-type]
-            self.type, self.price, self.qty, self.tif, self.post_only, self.status,  # type: ignore[arg-type]
+            self.order_id, self.client_order_id, self.account, self.symbol,
+            self.side, self.type, self.price, self.qty, self.tif,  # type: ignore[arg-type]
+            self.post_only, self.status,  # type: ignore[arg-type]
             self.filled, self.qty - self.filled, list(fills or []), self.reason, self.seq, self.ts,
         )
 
@@ -76,7 +80,7 @@ class RefEngine:
 
     # ------------------------------------------------------------------ queries
 
-    def depth(self, symbol: str) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    def depth(self, symbol: str) -> tuple[Levels, Levels]:
         """(bids, asks) as (price, qty, orders), best first."""
         out = []
         for side in ("buy", "sell"):
@@ -299,8 +303,9 @@ class Driver:
     def new(self, account: str, side: str, price: int, qty: int, *, symbol: str = "ACME",
             type: str = "limit", tif: str = "gtc", post_only: bool = False,
             client_order_id: str | None = None) -> Outcome:
-        return self.apply(NewOrder(account, symbol, side, type, price, qty, tif, post_only,  # type: ignore[arg-type]
-                                   client_order_id))
+        command = NewOrder(account, symbol, side, type, price, qty, tif, post_only,  # type: ignore[arg-type]
+                           client_order_id)
+        return self.apply(command)
 
     def market(self, account: str, side: str, qty: int, *, tif: str = "ioc", symbol: str = "ACME") -> Outcome:
         return self.new(account, side, 0, qty, symbol=symbol, type="market", tif=tif)
@@ -314,11 +319,11 @@ class Driver:
     def add_symbol(self, symbol: str) -> Outcome:
         return self.apply(AddSymbol(symbol))
 
-    def depth(self, symbol: str = "ACME") -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    def depth(self, symbol: str = "ACME") -> tuple[Levels, Levels]:
         bids, asks = self.engine.depth(symbol)
         return [(lv.price, lv.qty, lv.count) for lv in bids], [(lv.price, lv.qty, lv.count) for lv in asks]
 
-    def mirror_depth(self, symbol: str = "ACME") -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    def mirror_depth(self, symbol: str = "ACME") -> tuple[Levels, Levels]:
         out = []
         for side in ("buy", "sell"):
             levels = self.mirror.get((symbol, side), {})

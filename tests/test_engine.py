@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from reference_book import Driver
 
@@ -184,7 +186,8 @@ def test_post_only_that_does_not_cross_rests(d: Driver) -> None:
     assert d.depth() == ([(99, 5, 1)], [(100, 5, 1)])
 
 
-@pytest.mark.parametrize("type_, tif, price", [("limit", "ioc", 10), ("limit", "fok", 10), ("market", "ioc", 0)])
+@pytest.mark.parametrize("type_, tif, price", [
+    ("limit", "ioc", 10), ("limit", "fok", 10), ("market", "ioc", 0)])
 def test_post_only_needs_a_gtc_limit(d: Driver, type_: str, tif: str, price: int) -> None:
     out = d.new("b", "buy", price, 5, type=type_, tif=tif, post_only=True)
     assert out.result is not None and (out.result.status, out.result.reason) == ("rejected", "bad_order")
@@ -328,7 +331,8 @@ def test_cancel_takes_the_order_off_the_book(d: Driver) -> None:
     d.new("b", "buy", 100, 3)
     out = d.cancel("s", order)
     assert out.error is None and out.result is not None
-    assert (out.result.status, out.result.reason, out.result.remaining_qty) == ("cancelled", "cancelled_by_user", 7)
+    assert (out.result.status, out.result.reason, out.result.remaining_qty) == (
+        "cancelled", "cancelled_by_user", 7)
     assert d.depth() == ([], [])
     assert d.new("b", "buy", 100, 3).trades == []
 
@@ -390,7 +394,8 @@ def test_add_symbol_opens_a_book_once(d: Driver) -> None:
     (0, 5, "bad_price"), (-1, 5, "bad_price"), (MAX_PRICE + 1, 5, "bad_price"),
     (100, 0, "bad_qty"), (100, -3, "bad_qty"), (100, MAX_QTY + 1, "bad_qty"),
 ])
-def test_out_of_range_numbers_are_rejections_not_exceptions(d: Driver, price: int, qty: int, reason: str) -> None:
+def test_out_of_range_numbers_are_rejections_not_exceptions(
+        d: Driver, price: int, qty: int, reason: str) -> None:
     out = d.new("b", "buy", price, qty)
     assert out.result is not None and (out.result.status, out.result.reason) == ("rejected", reason)
     assert out.error is None and d.depth() == ([], [])
@@ -469,6 +474,16 @@ def test_book_events_rebuild_the_depth(d: Driver) -> None:
     d.new("s", "sell", 97, 30, tif="ioc")
     for symbol in ("ACME", "BETA"):
         assert d.mirror_depth(symbol) == d.depth(symbol)
+
+
+def test_results_and_updates_are_snapshots_later_commands_leave_alone(d: Driver) -> None:
+    placed = d.new("s", "sell", 100, 10)
+    taken = d.new("b", "buy", 100, 4)
+    kept = copy.deepcopy((placed, taken))
+    d.new("b", "buy", 100, 3)
+    d.amend("s", oid(placed), qty=20)
+    d.cancel("s", oid(placed))
+    assert (placed, taken) == kept
 
 
 def test_depth_limits_levels_best_first(d: Driver) -> None:

@@ -240,7 +240,8 @@ def random_commands(seed: int, n: int, spread: int = 8, window: int = 60) -> lis
             continue
         price = 1000 + rng.randint(-spread, spread) + (-2 if side == "buy" else 2)
         post_only = tif == "gtc" and rng.random() < 0.1
-        out.append(NewOrder(account, symbol, side, "limit", price, rng.randint(1, 20), tif, post_only, client_id))
+        qty = rng.randint(1, 20)
+        out.append(NewOrder(account, symbol, side, "limit", price, qty, tif, post_only, client_id))
     return out
 
 

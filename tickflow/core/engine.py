@@ -120,7 +120,8 @@ class Engine:
             return self._unfilled(seq, ts, cmd, order_id, "cancelled", Reason.FOK_NOT_FILLED)
 
         if crossing:
-            left, fills, trades, updates, changes = self._match(opposite, key, symbol, account, order_id, qty, seq, ts)
+            left, fills, trades, updates, changes = self._match(
+                opposite, key, symbol, account, order_id, qty, seq, ts)
             filled = qty - left
         else:
             fills = []
@@ -184,16 +185,18 @@ class Engine:
             return Outcome(result.seq, result, None, _NO_TRADES, [], [], replayed=True)
         return Outcome(result.seq, result, Reason.DUPLICATE_MISMATCH, _NO_TRADES, [], [], replayed=True)
 
-    def _unfilled(self, seq: int, ts: int, cmd: NewOrder, order_id: int, status: Status, reason: str) -> Outcome:
+    def _unfilled(
+        self, seq: int, ts: int, cmd: NewOrder, order_id: int, status: Status, reason: str
+    ) -> Outcome:
         """A new order that ends before matching: rejected by the rules, or a FOK that cannot fill."""
         order = Order(order_id, cmd.client_order_id, cmd.account, cmd.symbol, cmd.side, cmd.type, cmd.price,
                       cmd.qty, cmd.tif, cmd.post_only, 0, status, reason, seq, ts, False)
         # Kept like any finished order: the caller was given this id and may ask about it.
         self.orders[order_id] = order
-        outcome = Outcome(seq, state_of(order), None, _NO_TRADES, [], [])
+        result = state_of(order)
         if cmd.client_order_id is not None:
-            self.idempotency[(cmd.account, cmd.client_order_id)] = (cmd, outcome.result)  # type: ignore[assignment]
-        return outcome
+            self.idempotency[(cmd.account, cmd.client_order_id)] = (cmd, result)
+        return Outcome(seq, result, None, _NO_TRADES, [], [])
 
     def _cancel(self, seq: int, ts: int, cmd: Cancel) -> Outcome:
         order = self.orders.get(cmd.order_id)
@@ -266,7 +269,8 @@ class Engine:
     # ------------------------------------------------------------------ matching
 
     def _match(
-        self, opposite: BookSide, key: int, symbol: str, account: str, order_id: int, want: int, seq: int, ts: int
+        self, opposite: BookSide, key: int, symbol: str, account: str, order_id: int, want: int,
+        seq: int, ts: int,
     ) -> tuple[int, list[Fill], list[Trade], list[OrderState], list[LevelChange]]:
         """Trade `want` of an incoming order against `opposite` while its best key is <= `key`.
 

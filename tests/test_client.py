@@ -299,3 +299,21 @@ async def test_a_refused_token_stops_the_session(tmp_path: Path) -> None:
             assert err.value.status == 401
     finally:
         proc.kill()
+
+
+async def test_events_iterator_sees_the_session_from_connect_to_close(server: ServerProcess) -> None:
+    session = Session(server.url, "lena", symbols=["BETA"])
+    seen: list[str] = []
+
+    async def consume() -> None:
+        async for event in session.events():
+            seen.append(type(event).__name__ if not isinstance(event, StateChanged) else event.state)
+            if isinstance(event, BookChanged) and event.snapshot:
+                await session.close()
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0)  # the iterator is listening before the session starts
+    await session.start()
+    await asyncio.wait_for(consumer, 10)
+    assert seen[:2] == ["connecting", "connected"]
+    assert "BookChanged" in seen and seen[-1] == "closed"

@@ -804,6 +804,9 @@ class Session:
                     break
                 except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ConnectionError) as e:
                     error = f"{type(e).__name__}: {e}".rstrip(": ")
+                except Exception as e:  # a bug in handling a message must not end the session
+                    log.exception("session error; reconnecting")
+                    error = f"{type(e).__name__}: {e}"
                 finally:
                     self._drop_connection()
                 if self._was_connected:

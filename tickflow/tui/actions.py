@@ -97,6 +97,8 @@ class OrderActions:
             self.post_message(OrderAnswered("amend", order))
 
     def on_order_answered(self: TickflowApp, message: OrderAnswered) -> None:
+        if not self.ready:
+            return
         if message.order is not None:
             self.market.set_order(message.order)
             self.mark(m.ORDERS)

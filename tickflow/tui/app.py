@@ -127,7 +127,14 @@ class TickflowApp(OrderActions, App[None]):
         self._frame_pending = False
         self.redraw()
 
+    @property
+    def ready(self) -> bool:
+        """False while starting or closing, when the main screen's widgets are not there."""
+        return bool(self.query(BookView))
+
     def redraw(self) -> None:
+        if not self.ready:
+            return  # keep the dirty marks for the first redraw
         self._last_redraw = time.monotonic()
         dirty, self._dirty = self._dirty, set()
         market = self.market
@@ -173,6 +180,8 @@ class TickflowApp(OrderActions, App[None]):
             self.log.warning(f"open orders: {e}")
 
     def on_symbols_loaded(self, message: SymbolsLoaded) -> None:
+        if not self.ready:
+            return
         names = [s.symbol for s in message.symbols]
         if self.market.symbol not in names:
             names.append(self.market.symbol)

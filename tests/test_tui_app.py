@@ -23,8 +23,13 @@ def fixed_app(**kw) -> TickflowApp:  # type: ignore[no-untyped-def]
 
 
 async def settle(pilot: Pilot) -> None:
+    """Let the fixed feed and the loading workers deliver, and the screen take it in."""
     for _ in range(3):
         await pilot.pause()
+    loading = [w for w in pilot.app.workers if w.group != "feed"]
+    if loading:
+        await pilot.app.workers.wait_for_complete(loading)
+    await pilot.pause()
 
 
 # ---------------------------------------------------------------- input checks

@@ -71,10 +71,13 @@ class Engine:
         self.orders: list[Order | None] = [None]
         self.open_orders: dict[str, dict[int, Order]] = {}
         self.idempotency: dict[tuple[str, str], tuple[NewOrder, OrderState]] = {}
-        self.next_order_id = 1
         self.next_trade_id = 1
         self.last_seq = 0
         self.last_ts = 0
+
+    @property
+    def next_order_id(self) -> int:
+        return len(self.orders)
 
     # ------------------------------------------------------------------ commands
 
@@ -91,7 +94,6 @@ class Engine:
         if coid is not None and (cmd.account, coid) in self.idempotency:
             return self.check_duplicate(cmd)  # type: ignore[return-value]
         order_id = len(self.orders)
-        self.next_order_id = order_id + 1
         symbol = cmd.symbol
         type_ = cmd.type
         price = cmd.price
@@ -101,14 +103,15 @@ class Engine:
         if book is None or not 0 < qty <= MAX_QTY or cmd.post_only and (type_ != "limit" or tif != "gtc"):
             return self._unfilled(seq, ts, cmd, order_id, "rejected", _rejection(cmd, book))
         side = cmd.side
+        # `key` is the limit as a key of the opposite side's heap (see BookSide): asks are keyed
+        # by price, bids by -price, so "crosses" is always "key of the best level <= key".
         if side == "buy":
-            own, opposite = book.bids, book.asks
+            own, opposite, key = book.bids, book.asks, price
         else:
-            own, opposite = book.asks, book.bids
+            own, opposite, key = book.asks, book.bids, -price
         if type_ == "limit":
             if not 0 < price <= MAX_PRICE:
                 return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.BAD_PRICE)
-            key = price * opposite.sign
         elif price:
             return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.BAD_PRICE)
         else:

@@ -73,8 +73,20 @@ _json_decoder = msgspec.json.Decoder()
 encode = msgspec.json.Encoder().encode
 
 
+_FIELD_RULES = {
+    "symbol": "symbol must be a string naming a listed symbol",
+    "side": 'side must be "buy" or "sell"',
+    "type": 'type must be "limit" or "market"',
+    "qty": f"qty must be an integer between 1 and {MAX_QTY}",
+    "price": f"price must be an integer number of ticks between 1 and {MAX_PRICE}",
+    "tif": 'tif must be "gtc", "ioc" or "fok"',
+    "postOnly": "postOnly must be true or false",
+    "clientOrderId": f"clientOrderId must be 1-{MAX_CLIENT_ORDER_ID} characters of A-Z a-z 0-9 . _ : -",
+}
+
+
 def _field_error(e: msgspec.ValidationError) -> BadRequest:
-    """Turn msgspec's message ("Expected `int` >= 1 - at `$.qty`") into a message and a field."""
+    """Turn msgspec's message ("Expected `int` >= 1 - at `$.qty`") into a plain rule and a field."""
     text = str(e)
     match = _AT.search(text)
     field = match.group(1) if match else None
@@ -83,6 +95,8 @@ def _field_error(e: msgspec.ValidationError) -> BadRequest:
     if named:  # "Object missing required field `qty`" names the field inside the message
         inner = named.group(1)
         return BadRequest(message, f"{field}.{inner}" if field else inner)
+    if field in _FIELD_RULES:
+        return BadRequest(f"{_FIELD_RULES[field]} ({message})", field)
     return BadRequest(f"{field}: {message}" if field else message, field or None)
 
 

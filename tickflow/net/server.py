@@ -113,7 +113,8 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     except CorruptLog as e:
         await store.close()
         raise StartupError(str(e))
-    log.warning("%s", recovery)
+    # A cut tail is worth a warning even in --quiet; a clean replay is routine.
+    log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)
     for start in range(0, len(missing), 10_000):
         await store.insert(missing[start:start + 10_000])
     if missing:
@@ -154,7 +155,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    log.warning("shutting down: finishing the batch in flight")
+    log.info("shutting down: finishing the batch in flight")
     await site.stop()
     for sub in list(feed.subscribers):
         await sub.ws.close(code=1001, message=b"server shutting down")
@@ -162,7 +163,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     await writer.stop()
     await runner.cleanup()
     await store.close()
-    log.warning("stopped cleanly at seq %d", sequencer.seq)
+    log.info("stopped cleanly at seq %d", sequencer.seq)
     return 0
 
 
@@ -170,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.quiet:
-        log.setLevel(logging.ERROR)
     try:
         import uvloop
         runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)

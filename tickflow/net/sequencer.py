@@ -3,12 +3,12 @@
     submit() -> bounded queue -> take a batch (<= 256) -> stamp seq + time -> one write -> apply
              -> make durable (per mode) -> resolve each caller -> publish to listeners
 
-In `group` mode fdatasync runs in a thread over everything written so far, and the writer goes on
-reading, writing and matching the next batches while it is in flight; when it returns, the batches
-it covers are answered and the next sync starts at once over whatever was written meanwhile. When
-the disk is idle the writer takes only part of the queue, so the sync starts early and the rest is
-matched while it runs. Nothing is resolved or published before a sync that began after its record
-was written has returned.
+In `group` mode fdatasync runs in threads, up to SYNCS_IN_FLIGHT at once, each on its own
+descriptor of the log, while the writer goes on reading, writing and matching. A sync covers every
+batch written before it began; when it returns those batches are answered, in order, and a new
+sync starts over whatever was written meanwhile. When no sync is running the writer takes only half
+of the queue, so the disk starts early and the rest is matched while it syncs. Nothing is resolved
+or published before a sync that began after its record was written has returned.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from tickflow.store.records import decode_record, encode_record
 from tickflow.store.wal import Wal
 
 log = logging.getLogger(__name__)
+
+SYNCS_IN_FLIGHT = 2
+"""Group commit keeps up to this many fdatasyncs running at once (the disk overlaps them)."""
 
 
 class Durability(str, enum.Enum):
@@ -137,11 +140,14 @@ class Sequencer:
         self._wakeup: asyncio.Future[None] | None = None
         self._room: deque[asyncio.Future[None]] = deque()
         self._inflight: dict[tuple[str, str], _Item] = {}
-        self._pending: list[_Batch] = []
+        self._unacked: deque[tuple[int, list[_Item], list[Outcome]]] = deque()
+        self._written = 0
+        self._covered = 0
         self._unsynced = 0
-        self._syncing = False
+        self._sync_handles: list[int | None] = []
+        self._syncs_in_flight = 0
         self._synced_all: asyncio.Future[None] | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="tickflow-fsync")
+        self._executor = ThreadPoolExecutor(SYNCS_IN_FLIGHT, thread_name_prefix="tickflow-fsync")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -151,6 +157,10 @@ class Sequencer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.durability is Durability.GROUP:
+            self._sync_handles = [self.wal.sync_handle() for _ in range(SYNCS_IN_FLIGHT)]
+        else:
+            self._sync_handles = [None]
         self._task = asyncio.create_task(self._run(), name="sequencer")
 
     async def stop(self) -> None:
@@ -170,9 +180,7 @@ class Sequencer:
             if self._items:  # never started: nothing will take them
                 self._refuse(list(self._items), "shutting down: the sequencer was never started")
                 self._items.clear()
-            if self._syncing:
-                self._synced_all = asyncio.get_running_loop().create_future()
-                await self._synced_all
+            await self._synced_all_future()
             self._executor.shutdown(wait=True)
             self.wal.close()
         finally:
@@ -275,8 +283,8 @@ class Sequencer:
                     await self._wakeup
                     continue
                 n = min(len(items), self.max_batch)
-                if group and not self._syncing and n > 1:
-                    # The disk is idle: sync part of the queue now and match the rest meanwhile.
+                if group and not self._syncs_in_flight and n > 1:
+                    # A sync could start now: give it part of the queue and match the rest meanwhile.
                     n = (n + 1) // 2
                 batch = [popleft() for _ in range(n)]
                 self._release_room(n)
@@ -288,26 +296,29 @@ class Sequencer:
                 if done is None:
                     continue
                 if group:
-                    self._pending.append(done)
+                    self._written += 1
+                    self._unacked.append((self._written, *done))
                     self._unsynced += len(done[0])
-                    if not self._syncing:
+                    if self._sync_handles:
                         self._start_sync()
                 elif self.durability is Durability.NONE:
                     self._resolve(*done)
                 else:
-                    self._syncing = True
+                    self._written += 1
+                    self._unacked.append((self._written, *done))
                     self._unsynced += len(done[0])
-                    self._synced([done], *await asyncio.wrap_future(self._executor.submit(self._sync)))
+                    self._start_sync()
+                    await self._synced_all_future()
                 await asyncio.sleep(0)  # let answered callers and the sync's completion in
         except Exception as e:
             log.exception("sequencer failed")
             self._fail(batch, f"sequencer failed: {e!r}")
             self._refuse(list(items), self.failed or "sequencer failed")
             items.clear()
-            if not self._syncing:
-                pending, self._pending = self._pending, []
-                for written, _ in pending:
+            if not self._syncs_in_flight:
+                for _, written, _ in self._unacked:
                     self._refuse(written, self.failed or "sequencer failed")
+                self._unacked.clear()
         finally:
             if self.failed or self._closing:
                 self._release_room()
@@ -357,48 +368,55 @@ class Sequencer:
     # ------------------------------------------------------------------ durability
 
     def _start_sync(self) -> None:
-        """Sync everything written so far in the thread; `_synced` answers the batches it covers."""
-        taken, self._pending = self._pending, []
-        self._syncing = True
+        """Sync everything written so far in a thread; `_synced` answers the batches it covers."""
+        handle = self._sync_handles.pop()
+        upto = self._covered = self._written
+        self._syncs_in_flight += 1
         loop = self._loop
         assert loop is not None
 
         def done(f: ThreadFuture[tuple[str | None, float]]) -> None:
-            loop.call_soon_threadsafe(self._synced, taken, *f.result())
+            loop.call_soon_threadsafe(self._synced, upto, handle, *f.result())
 
-        self._executor.submit(self._sync).add_done_callback(done)
+        self._executor.submit(self._sync, handle).add_done_callback(done)
 
-    def _sync(self) -> tuple[str | None, float]:
-        """Runs in the sync thread: (why it failed or None, seconds)."""
+    def _sync(self, handle: int | None) -> tuple[str | None, float]:
+        """Runs in a sync thread: (why it failed or None, seconds)."""
         started = time.perf_counter()
         try:
-            self.wal.sync()
+            self.wal.sync(handle)
         except Exception as e:  # LogError from the device, or anything unexpected: no ack either way
             return str(e) or repr(e), time.perf_counter() - started
         return None, time.perf_counter() - started
 
-    def _synced(self, taken: list[_Batch], error: str | None, seconds: float) -> None:
-        self._syncing = False
-        self._unsynced -= sum(len(batch) for batch, _ in taken)
-        if self._wakeup is not None:
-            self._wake()
+    def _synced(self, upto: int, handle: int | None, error: str | None, seconds: float) -> None:
+        """A sync that began after batch `upto` was written has returned: answer every batch up to it."""
+        self._sync_handles.append(handle)
+        self._syncs_in_flight -= 1
+        unacked = self._unacked
         if error is not None:
-            for batch, _ in taken:
-                self._fail(batch, error)
+            self._fail([], error)
         else:
             self.stats.sync(seconds)
-            for batch, outcomes in taken:
-                self._resolve(batch, outcomes)
-        if self._pending:
+        while unacked and (self.failed or unacked[0][0] <= upto):
+            _, batch, outcomes = unacked.popleft()
+            self._unsynced -= len(batch)
             if self.failed:
-                pending, self._pending = self._pending, []
-                for batch, _ in pending:
-                    self._fail(batch, self.failed)
+                self._refuse(batch, self.failed)
             else:
-                self._start_sync()
-                return
-        if self._synced_all is not None and not self._synced_all.done():
+                self._resolve(batch, outcomes)
+        if self._written > self._covered and not self.failed:
+            self._start_sync()
+        if self._wakeup is not None:
+            self._wake()
+        if not self._syncs_in_flight and self._synced_all is not None and not self._synced_all.done():
             self._synced_all.set_result(None)
+
+    async def _synced_all_future(self) -> None:
+        """Wait until no sync is running (order mode: the one just started)."""
+        if self._syncs_in_flight:
+            self._synced_all = asyncio.get_running_loop().create_future()
+            await self._synced_all
 
     # ------------------------------------------------------------------ answers
 

@@ -1,0 +1,140 @@
+"""Group commit: commands/s and latency at 64 concurrent in-process submitters, per durability mode.
+
+    .venv/bin/python bench/bench_commit.py [--commands N] [--order-commands N] [--submitters 64] [--uvloop] [--json]
+
+Each submitter is a closed loop (submit, wait for the durable answer, submit the next) drawing from
+the standard workload (bench_log.standard_workload). The log is a real file in a temporary directory.
+Latency is measured around `await sequencer.submit(...)`. Bar: group >= 0.8x none in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Iterator
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench_log import SYMBOL, standard_workload  # noqa: E402
+
+from tickflow.core.engine import Engine  # noqa: E402
+from tickflow.core.types import AddSymbol, Command  # noqa: E402
+from tickflow.net.sequencer import Sequencer  # noqa: E402
+from tickflow.store.replay import recover  # noqa: E402
+from tickflow.store.wal import Wal  # noqa: E402
+
+SURVIVES = {"none": "process crash", "group": "power loss", "order": "power loss"}
+BAR = 0.8
+
+
+async def _measure(path: str, mode: str, commands: int, submitters: int) -> dict:
+    wal = Wal.open(path)
+    engine = Engine()
+    recover(wal, engine)
+    sequencer = Sequencer(engine, wal, mode)
+    await sequencer.start()
+    await sequencer.submit(AddSymbol(SYMBOL))
+    work: Iterator[Command] = iter(list(standard_workload(commands)))
+    latencies: list[float] = []
+    clock = time.perf_counter
+    submit = sequencer.submit
+
+    async def client() -> None:
+        record = latencies.append
+        for command in work:
+            started = clock()
+            await submit(command)
+            record(clock() - started)
+
+    gc.collect()
+    started = clock()
+    cpu = time.process_time()
+    await asyncio.gather(*(client() for _ in range(submitters)))
+    seconds = clock() - started
+    cpu = time.process_time() - cpu
+    stats = sequencer.stats
+    await sequencer.stop()
+    latencies.sort()
+    n = len(latencies)
+
+    def pct(p: float) -> float:
+        return latencies[min(n - 1, int(p * n))] * 1000
+
+    return {
+        "mode": mode,
+        "commands": n,
+        "seconds": round(seconds, 3),
+        "commands_per_s": round(n / seconds),
+        "p50_ms": round(pct(0.50), 3),
+        "p99_ms": round(pct(0.99), 3),
+        "p999_ms": round(pct(0.999), 3),
+        "cpu_us_per_command": round(cpu / n * 1e6, 2),
+        "cpu_busy": round(cpu / seconds, 2),
+        "batches": stats.batches,
+        "mean_batch": round(stats.commands / max(stats.batches, 1), 1),
+        "syncs": stats.syncs,
+        "mean_sync_ms": round(stats.sync_seconds / max(stats.syncs, 1) * 1000, 3),
+        "survives": SURVIVES[mode],
+    }
+
+
+def run(commands: int = 200_000, order_commands: int = 5_000, submitters: int = 64,
+        use_uvloop: bool = False) -> dict:
+    """Measure none, group and order (with `order_commands`) in one process, each on a fresh log."""
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in ("none", "group", "order"):
+            n = order_commands if mode == "order" else commands
+            path = os.path.join(tmp, f"{mode}.wal")
+            coro = _measure(path, mode, n, submitters)
+            if use_uvloop:
+                import uvloop
+
+                results.append(uvloop.run(coro))
+            else:
+                results.append(asyncio.run(coro))
+    by_mode = {r["mode"]: r for r in results}
+    ratio = by_mode["group"]["commands_per_s"] / by_mode["none"]["commands_per_s"]
+    return {
+        "submitters": submitters,
+        "loop": "uvloop" if use_uvloop else "asyncio",
+        "modes": results,
+        "group_vs_none": round(ratio, 3),
+        "bar_group_vs_none": BAR,
+        "meets_bar": ratio >= BAR,
+    }
+
+
+def table(result: dict) -> str:
+    rows = [f"{'Path':<34}{'Cmds/s':>10}{'p50':>11}{'p99':>11}{'p99.9':>11}  {'batch':>6}  Survives"]
+    names = {"none": "Sequencer + log, no fsync", "group": "Sequencer + log, group commit",
+             "order": "Sequencer + log, fsync per order"}
+    for r in result["modes"]:
+        rows.append(f"{names[r['mode']]:<34}{r['commands_per_s']:>10,}{r['p50_ms']:>8.3f} ms"
+                    f"{r['p99_ms']:>8.3f} ms{r['p999_ms']:>8.3f} ms  {r['mean_batch']:>6}  {r['survives']}")
+    rows.append(f"group / none = {result['group_vs_none']:.2f} (bar {BAR}: "
+                f"{'met' if result['meets_bar'] else 'NOT met'}); {result['submitters']} submitters, {result['loop']}")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commands", type=int, default=200_000)
+    parser.add_argument("--order-commands", type=int, default=5_000)
+    parser.add_argument("--submitters", type=int, default=64)
+    parser.add_argument("--uvloop", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    result = run(args.commands, args.order_commands, args.submitters, args.uvloop)
+    print(json.dumps(result) if args.json else table(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Replay speed: records/s to decode and apply a 1M-command log of the standard workload.
+
+    .venv/bin/python bench/bench_log.py [--commands N] [--json]
+
+The log is written once to a temporary file, then opened and replayed into a fresh engine (read,
+frame check, decode, apply), which is what a restart does. Bar: >= 300,000 records/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tickflow.core.engine import Engine  # noqa: E402
+from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record  # noqa: E402
+from tickflow.store.records import encode_record  # noqa: E402
+from tickflow.store.replay import recover  # noqa: E402
+from tickflow.store.wal import Wal  # noqa: E402
+
+BAR = 300_000
+SYMBOL = "ACME"
+ACCOUNTS = 1000
+
+
+def standard_workload(n: int = 1_000_000, seed: int = 42) -> list[Command]:
+    """The standard workload, drawn as bench_engine.py draws it, so the commands are the same.
+
+    90% limit orders, side 50/50, price 10000 + round(gauss(0, 20)) shifted 5 down for buys and 5 up
+    for sells, qty 1..100, from one of 1,000 accounts; 10% cancels of a uniformly chosen earlier order
+    (by its owner; it may have filled already).
+    """
+    rng = random.Random(seed)
+    accounts = [f"acct{i}" for i in range(ACCOUNTS)]
+    owners: list[str] = []
+    commands: list[Command] = []
+    for _ in range(n):
+        if owners and rng.random() < 0.1:
+            index = rng.randrange(len(owners))
+            commands.append(Cancel(owners[index], index + 1))
+            continue
+        buy = rng.random() < 0.5
+        price = 10000 + round(rng.gauss(0, 20)) + (-5 if buy else 5)
+        account = accounts[rng.randrange(ACCOUNTS)]
+        owners.append(account)
+        commands.append(NewOrder(account, SYMBOL, "buy" if buy else "sell", "limit", price, rng.randint(1, 100)))
+    return commands
+
+
+def write_log(path: str, n: int) -> int:
+    """Write the workload as a log (symbol first, then n commands), 256 records per write."""
+    wal = Wal.open(path)
+    for _ in wal.replay():
+        pass
+    commands: list[Command] = [AddSymbol(SYMBOL), *standard_workload(n)]
+    ts = 1_700_000_000_000
+    batch: list[bytes] = []
+    for seq, command in enumerate(commands, 1):
+        batch.append(encode_record(Record(seq, ts + seq // 1000, command)))
+        if len(batch) == 256:
+            wal.append(batch)
+            batch = []
+    if batch:
+        wal.append(batch)
+    wal.sync()
+    wal.close()
+    return len(commands)
+
+
+def run(commands: int = 1_000_000, repeats: int = 3) -> dict:
+    """Replay the log `repeats` times into fresh engines; report the best and every run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.wal")
+        records = write_log(path, commands)
+        size = os.path.getsize(path)
+        runs = []
+        hashes = set()
+        for _ in range(repeats):
+            started = time.perf_counter()
+            engine = Engine()
+            recovery = recover(Wal.open(path), engine)
+            seconds = time.perf_counter() - started
+            assert recovery.records == records
+            runs.append(records / seconds)
+            hashes.add(engine.state_hash())
+    best = max(runs)
+    return {
+        "records": records,
+        "bytes": size,
+        "records_per_s": round(best),
+        "runs_records_per_s": [round(r) for r in runs],
+        "seconds": round(records / best, 3),
+        "deterministic": len(hashes) == 1,
+        "bar_records_per_s": BAR,
+        "meets_bar": best >= BAR,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commands", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    result = run(args.commands, args.repeats)
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"log: {result['records']:,} records, {result['bytes'] / 1e6:.1f} MB")
+    print(f"replay (read + check + decode + apply): {result['records_per_s']:,} records/s "
+          f"(best of {args.repeats}: {', '.join(f'{r:,}' for r in result['runs_records_per_s'])})")
+    print(f"bar {BAR:,}/s: {'met' if result['meets_bar'] else 'NOT met'}; "
+          f"same state hash every run: {result['deterministic']}")
+
+
+if __name__ == "__main__":
+    main()

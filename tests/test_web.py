@@ -13,12 +13,6 @@ import asyncio
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
@@ -33,6 +27,7 @@ CHROMIUM_ARGS = [
 REPO = Path(__file__).resolve().parents[1]
 
 import aiohttp
+from server_process import ServerProcess
 
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -56,61 +51,11 @@ NETWORK_NOISE = re.compile(r"WebSocket connection to .* failed|Failed to load re
 # ------------------------------------------------------------------ a real server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`tickflow serve` in a child process; restarts keep the port and the data, like a real restart."""
+class Server(ServerProcess):
+    """The shared test server (tests/server_process.py), with this file's argument order."""
 
     def __init__(self, data: Path, symbols: str, extra: list[str] | None = None) -> None:
-        self.data = data
-        self.symbols = symbols
-        self.extra = extra or []
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> "Server":
-        self.starts += 1
-        self.data.mkdir(parents=True, exist_ok=True)
-        log = open(self.data.parent / f"{self.data.name}-{self.starts}.log", "wb")
-        cmd = [sys.executable, "-m", "tickflow.cli", "serve", "--data", str(self.data), "--host", "127.0.0.1",
-               "--port", str(self.port), "--durability", "group", "--symbols", self.symbols, *self.extra]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}: {self.log()}")
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"server did not answer /health in 20 s: {self.log()}")
-
-    def log(self) -> str:
-        return (self.data.parent / f"{self.data.name}-{self.starts}.log").read_text(errors="replace")[-2000:]
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        super().__init__(data, symbols=symbols, extra=extra)
 
 
 def off_loop(coro: Any) -> Any:

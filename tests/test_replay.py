@@ -120,6 +120,23 @@ def test_a_sequence_hole_or_repeat_refuses(tmp_path: Path, seqs: tuple[int, ...]
     assert Path(path).read_bytes() == before
 
 
+@pytest.mark.parametrize("fault", ["hole", "junk"])
+@pytest.mark.parametrize("at", [4095, 4096, 4097, 9000])
+def test_faults_far_into_a_long_log_name_their_offset(tmp_path: Path, fault: str, at: int) -> None:
+    """Replay decodes in batches; the offset named must still be the record's own."""
+    path = str(tmp_path / "x.wal")
+    seqs = list(range(1, 10_001))
+    payloads = [encode_record(Record(s, 0, AddSymbol(f"S{s}"))) for s in seqs]
+    if fault == "hole":
+        payloads[at] = encode_record(Record(at + 2, 0, AddSymbol("hole")))
+    else:
+        payloads[at] = b"\x93\x01"
+    offsets = append_raw(path, *payloads)
+    with pytest.raises(CorruptLog) as info:
+        open_log(path)
+    assert info.value.offset == offsets[at]
+
+
 def test_the_first_record_must_be_sequence_one(tmp_path: Path) -> None:
     path = str(tmp_path / "x.wal")
     append_raw(path, encode_record(Record(2, 0, AddSymbol("X"))))

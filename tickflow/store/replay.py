@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Outcome
-from tickflow.store.records import DecodeErrors, decode_record
-from tickflow.store.wal import CorruptLog, Cut, Wal
+from tickflow.core.types import Outcome, Record
+from tickflow.store.records import DecodeErrors, decode_record, decode_records
+from tickflow.store.wal import HEADER_SIZE, CorruptLog, Cut, Wal
 
 
 @dataclass(frozen=True)
@@ -47,19 +47,33 @@ def recover(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | No
 
 def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None) -> tuple[int, int]:
     apply = engine.apply
-    decode = decode_record
     seq = engine.last_seq
     ts = engine.last_ts
-    for offset, payload in wal.replay():
+    for offset, payloads in wal.replay_batches():
         try:
-            record = decode(payload)
-        except DecodeErrors as e:
-            raise CorruptLog(wal.path, offset, f"checksum ok but not a record: {e}") from None
-        seq += 1
-        if record.seq != seq:
-            raise CorruptLog(wal.path, offset, f"sequence {record.seq} follows {seq - 1}")
-        ts = record.ts
-        outcome = apply(seq, ts, record.command)
-        if on_outcome is not None:
-            on_outcome(outcome)
+            records = decode_records(payloads)
+        except DecodeErrors:
+            records = _decode_each(wal.path, offset, payloads)
+        first = seq + 1
+        for record in records:
+            seq += 1
+            if record.seq != seq:
+                where = offset + sum(HEADER_SIZE + len(p) for p in payloads[: seq - first])
+                raise CorruptLog(wal.path, where, f"sequence {record.seq} follows {seq - 1}")
+            ts = record.ts
+            outcome = apply(seq, ts, record.command)
+            if on_outcome is not None:
+                on_outcome(outcome)
     return seq, ts
+
+
+def _decode_each(path: str, offset: int, payloads: list[memoryview]) -> list[Record]:
+    """Decode one by one, to name the offset of the record that is not one."""
+    records = []
+    for payload in payloads:
+        try:
+            records.append(decode_record(payload))
+        except DecodeErrors as e:
+            raise CorruptLog(path, offset, f"checksum ok but not a record: {e}") from None
+        offset += HEADER_SIZE + len(payload)
+    return records

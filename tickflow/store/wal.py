@@ -149,29 +149,50 @@ class Wal:
 
         Raises CorruptLog (after yielding the good records before it) if a bad record is not the tail.
         """
+        for offset, payloads in self.replay_batches():
+            for payload in payloads:
+                yield offset, payload
+                offset += HEADER_SIZE + len(payload)
+
+    def replay_batches(self, size: int = 4096) -> Iterator[tuple[int, list[memoryview]]]:
+        """Like `replay`, in lists of up to `size` consecutive payloads with the first one's offset."""
         data = self._data
         view = memoryview(data)
-        size = len(data)
-        offset = 0
+        end_of_data = len(data)
+        offset = first = 0
         unpack = HEADER.unpack_from
         crc32 = zlib.crc32
         count = 0
-        while offset < size:
-            if offset + HEADER_SIZE <= size:
+        batch: list[memoryview] = []
+        append = batch.append
+        while offset < end_of_data:
+            if offset + HEADER_SIZE <= end_of_data:
                 length, crc = unpack(data, offset)
                 end = offset + HEADER_SIZE + length
-                if 0 < length <= MAX_PAYLOAD and end <= size:
+                if 0 < length <= MAX_PAYLOAD and end <= end_of_data:
                     payload = view[offset + HEADER_SIZE : end]
                     if crc32(payload) == crc:
-                        yield offset, payload
-                        count += 1
+                        append(payload)
                         offset = end
+                        if len(batch) == size:
+                            count += size
+                            yield first, batch
+                            first = offset
+                            batch = []
+                            append = batch.append
                         continue
+            if batch:
+                count += len(batch)
+                yield first, batch
+                batch = []
             why = _check(data, offset) or "bad record"
             if _valid_record_after(data, offset):
                 raise CorruptLog(self.path, offset, why)
-            self.cut = Cut(offset, size - offset, why)
+            self.cut = Cut(offset, end_of_data - offset, why)
             break
+        if batch:
+            count += len(batch)
+            yield first, batch
         self.records = count
         self.size = offset
         self._data = b""

@@ -10,11 +10,12 @@ The standard workload (all of it generated up front with random.Random(42), befo
   has no accounts and trades them).
 
 What is timed (after an untimed warm-up of 20,000 commands on a throwaway book; then
-time.perf_counter_ns() around each call gives the latency percentiles; the wall time
-of the whole pass, timer calls included, gives commands/s; CPU time is shown so a busy machine can
-be told from a slow engine):
+time.perf_counter_ns() around each call gives the latency percentiles; the wall time of the whole
+pass gives commands/s, and the verdict on the bar; commands over the time summed inside the calls
+is shown too ("in calls": the harness loop adds the same absolute time to both engines, which
+narrows their ratio); CPU time is shown so a busy machine can be told from a slow engine):
 
-- "in call" (the comparison that counts): each command is placed from the same plain fields the
+- "in call" (the headline comparison): each command is placed from the same plain fields the
   way each library is used: tickflow `apply(seq, ts, NewOrder(...))` or `apply(seq, ts, Cancel(...))`;
   pyorderbook 0.4.9 `match(bid(...))`/`match(ask(...))` (its Order constructor is where it assigns
   the order id, a uuid4, and converts the price), and for a cancel `get_order(id)` then `cancel(order)`
@@ -22,12 +23,33 @@ be told from a slow engine):
 - "prebuilt": the same, with every input object built before the clock starts: tickflow's engine
   alone as replay sees it (commands already decoded), and pyorderbook's Orders built up front.
 
-GC modes: "off" is what a server does: collect and gc.freeze() everything built at start-up, then
+GC modes: "off" is what a server can do: collect and gc.freeze() everything built at start-up, then
 keep the cyclic collector disabled while commands are applied (the engine's per-command garbage is
 freed by reference counting; a server can collect in idle time). "default" keeps the interpreter's
 default thresholds with the collector running. Both are reported; "prebuilt" runs with GC off only.
 
-Run: .venv/bin/python bench/bench_engine.py [--commands N] [--json]
+Each pass runs the engines in turn --repeats times (default 3) and reports each one's fastest run.
+
+Results, 2026-12-02, the project's 2-vCPU machine while other sessions were running on it, Python
+3.11.7, `.venv/bin/python bench/bench_engine.py`, two consecutive runs (cmd/s by wall clock, then
+by time in calls):
+
+    pass                  tickflow                      pyorderbook 0.4.9             ratio
+    in call, GC off       379k-403k  (409k-436k)        129k-132k  (134k-137k)        2.87x-3.13x
+    in call, GC default   397k       (428k-430k)        111k       (114k-115k)        3.56x-3.59x
+    prebuilt, GC off      428k-434k  (453k-460k)        214k       (223k-224k)        1.99x-2.03x
+
+    tickflow per call (in call, GC off): p50 1.7-1.8 us, p99 7-8 us, p99.9 23-31 us, max 3-4 ms.
+
+How to read them: on this shared machine one engine's throughput moved by up to 20% from run to
+run, and over the day the headline ratio came out between 2.4x and 3.6x, so the 3x bar is met at
+the margin, not with room. pyorderbook gains from GC off (its objects are GC-tracked; with the
+collector on it pauses for up to 0.3 s), tickflow does not (its structs are untracked). With
+pyorderbook's Orders built before the clock (its uuid4 and Decimal work left out), tickflow is only
+about 2x faster: pyorderbook's match does much less per command (no result objects, validation,
+idempotency, self-trade prevention or book events).
+
+Run: .venv/bin/python bench/bench_engine.py [--commands N] [--repeats R] [--json]
 From code: `from bench.bench_engine import run; run(1_000_000)` returns the dict --json prints.
 """
 
@@ -153,8 +175,9 @@ def pyorderbook_loop(specs: list[Spec], prebuilt: bool) -> Loop:
         i = 0
         for kind, _, a, b, c in specs:
             if kind == "n":
+                place = make[a]
                 t0 = clock()
-                order = make[a](SYMBOL, b, c)
+                order = place(SYMBOL, b, c)
                 match(order)
                 lat[i] = clock() - t0
                 ids.append(order.id)
@@ -208,27 +231,39 @@ def measure(engine: str, specs: list[Spec], gc_mode: str, prebuilt: bool) -> dic
     def pct(p: float) -> float:
         return round(lat[min(n - 1, int(p * n))] / 1000, 2)
 
+    in_calls = sum(lat) / 1e9
     return {"commands_per_s": round(n / wall), "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
+            "commands_per_s_in_calls": round(n / in_calls), "seconds_in_calls": round(in_calls, 3),
             "p50_us": pct(0.50), "p99_us": pct(0.99), "p999_us": pct(0.999), "max_us": pct(1.0)}
 
 
 def run(n_commands: int = 1_000_000, engines: tuple[str, ...] = ("tickflow", "pyorderbook"),
-        passes: tuple[tuple[str, str, str, bool], ...] = PASSES) -> dict[str, Any]:
-    """Every engine through every pass of the standard workload; the dict that --json prints."""
+        passes: tuple[tuple[str, str, str, bool], ...] = PASSES, repeats: int = 3) -> dict[str, Any]:
+    """Every engine through every pass of the standard workload; the dict that --json prints.
+
+    Each pass runs the engines in turn `repeats` times and keeps each engine's fastest run (with
+    that run's latencies): on a shared machine, other processes only ever make a run slower."""
     specs = workload(n_commands)
     results: dict[str, Any] = {}
     for key, label, gc_mode, prebuilt in passes:
         by_engine: dict[str, Any] = {"label": label, "gc": gc_mode, "prebuilt": prebuilt}
-        by_engine.update((e, measure(e, specs, gc_mode, prebuilt)) for e in engines)
+        for _ in range(repeats):
+            for e in engines:
+                r = measure(e, specs, gc_mode, prebuilt)
+                if e not in by_engine or r["commands_per_s"] > by_engine[e]["commands_per_s"]:
+                    by_engine[e] = r
         if "tickflow" in by_engine and "pyorderbook" in by_engine:
-            by_engine["ratio"] = round(by_engine["tickflow"]["commands_per_s"]
-                                       / by_engine["pyorderbook"]["commands_per_s"], 2)
+            mine, theirs = by_engine["tickflow"], by_engine["pyorderbook"]
+            by_engine["ratio"] = round(mine["commands_per_s"] / theirs["commands_per_s"], 2)
+            by_engine["ratio_in_calls"] = round(
+                mine["commands_per_s_in_calls"] / theirs["commands_per_s_in_calls"], 2)
         results[key] = by_engine
     return {
         "benchmark": "engine",
         "commands": n_commands,
         "workload": "seed 42, 90% limit / 10% cancel, gauss(0, 20) ticks around 10000, qty 1..100",
         "python": platform.python_version(),
+        "repeats": repeats,
         "bar_ratio": BAR_RATIO,
         "headline": passes[0][0],
         "results": results,
@@ -238,35 +273,39 @@ def run(n_commands: int = 1_000_000, engines: tuple[str, ...] = ("tickflow", "py
 def _print(report: dict[str, Any]) -> None:
     print(f"engine benchmark: {report['commands']:,} commands ({report['workload']}), "
           f"Python {report['python']}")
-    print("latency: perf_counter_ns around each call; cmd/s: the whole timed pass (wall clock)")
+    print("latency: perf_counter_ns around each call; cmd/s: the whole timed pass (wall clock); "
+          f"each engine's best of {report['repeats']} runs")
     for by_engine in report["results"].values():
         print(f"\n{by_engine['label']}")
-        print(f"  {'engine':<12} {'cmd/s':>9} {'wall s':>7} {'cpu s':>7} {'p50 us':>7} {'p99 us':>7} "
-              f"{'p99.9 us':>8} {'max us':>9}")
+        print(f"  {'engine':<12} {'cmd/s':>9} {'wall s':>7} {'cpu s':>7} {'in calls':>9} {'p50 us':>7} "
+              f"{'p99 us':>7} {'p99.9 us':>8} {'max us':>9}")
         for engine in ENGINES:
             r = by_engine.get(engine)
             if r is not None:
                 print(f"  {engine:<12} {r['commands_per_s']:>9,} {r['seconds']:>7.2f} "
-                      f"{r['cpu_seconds']:>7.2f} {r['p50_us']:>7.2f} {r['p99_us']:>7.2f} "
-                      f"{r['p999_us']:>8.2f} {r['max_us']:>9.1f}")
+                      f"{r['cpu_seconds']:>7.2f} {r['commands_per_s_in_calls']:>9,} {r['p50_us']:>7.2f} "
+                      f"{r['p99_us']:>7.2f} {r['p999_us']:>8.2f} {r['max_us']:>9.1f}")
         if "ratio" in by_engine:
             verdict = "meets" if by_engine["ratio"] >= report["bar_ratio"] else "MISSES"
-            print(f"  tickflow / pyorderbook = {by_engine['ratio']:.2f}x "
-                  f"({verdict} the {report['bar_ratio']:.0f}x bar)")
-    print("\nGC off: gc.freeze() after setup and the collector disabled during the pass, as the server"
-          " runs; GC default: default thresholds. A cpu s well below wall s means a busy machine.")
+            print(f"  tickflow / pyorderbook = {by_engine['ratio']:.2f}x by cmd/s "
+                  f"({verdict} the {report['bar_ratio']:.0f}x bar), {by_engine['ratio_in_calls']:.2f}x in calls")
+    print("\ncmd/s: commands / wall time of the pass (the harness loop included, the same for both);"
+          " in calls: commands / time inside the timed calls.\nGC off: gc.freeze() after setup and"
+          " the collector disabled during the pass; GC default: default thresholds.\n"
+          "A cpu s well below wall s means a busy machine.")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--commands", type=int, default=1_000_000)
     parser.add_argument("--engines", default="tickflow,pyorderbook")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per engine and pass; the best is kept")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
     engines = tuple(e for e in args.engines.split(",") if e)
-    if args.commands < 1 or not engines or any(e not in ENGINES for e in engines):
-        parser.error("--commands must be positive and --engines a list of tickflow, pyorderbook")
-    report = run(args.commands, engines)
+    if args.commands < 1 or args.repeats < 1 or not engines or any(e not in ENGINES for e in engines):
+        parser.error("--commands and --repeats must be positive, --engines a list of tickflow, pyorderbook")
+    report = run(args.commands, engines, repeats=args.repeats)
     if args.json:
         json.dump(report, sys.stdout)
         print()

@@ -1,4 +1,5 @@
-"""The engine against its naive twin (tests/reference_book.py), on generated command sequences.
+"""The engine against its naive twin (tests/reference_book.py), on generated command sequences:
+a hypothesis state machine, and long seeded runs.
 
 Every outcome is compared field by field (the book events are checked by replaying them into a
 mirror instead, since how the engine groups them is its own business), and invariants are checked
@@ -11,8 +12,8 @@ import random
 from collections import defaultdict
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis.stateful import Bundle, MultipleResults, RuleBasedStateMachine, invariant, multiple, rule
 from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, MultipleResults, RuleBasedStateMachine, invariant, multiple, rule
 from reference_book import Driver, RefEngine
 
 from tickflow.core.engine import Engine
@@ -114,7 +115,7 @@ qtys = mostly(st.integers(1, 12), st.sampled_from([0, -2, MAX_QTY + 1]), one_in=
 accounts = st.sampled_from(ACCOUNTS)
 symbols = mostly(st.sampled_from(SYMBOLS), st.just("LATE"), one_in=25)
 client_ids = mostly(st.none(), st.sampled_from(["c1", "c2", "c3", "c4", "c5"]), one_in=6)
-order_ids = st.integers(1, 30)
+any_order_ids = st.integers(1, 30)
 
 
 @st.composite
@@ -134,9 +135,9 @@ def commands(draw: st.DrawFn) -> Command:
     if r < 12:
         return draw(new_orders())
     if r < 15:
-        return Cancel(draw(accounts), draw(order_ids))
+        return Cancel(draw(accounts), draw(any_order_ids))
     if r < 19:
-        return Amend(draw(accounts), draw(order_ids), draw(mostly(st.none(), qtys, one_in=2)),
+        return Amend(draw(accounts), draw(any_order_ids), draw(mostly(st.none(), qtys, one_in=2)),
                      draw(mostly(st.none(), prices, one_in=2)))
     return AddSymbol(draw(symbols))
 
@@ -148,16 +149,16 @@ class EngineAgainstReference(RuleBasedStateMachine):
     """Random sessions: orders of every kind, cancels and amends of real (and unknown) ids, from
     three accounts so self-trade prevention and foreign cancels happen, clientOrderIds reused."""
 
-    order_ids = Bundle("order_ids")
+    placed = Bundle("placed")
 
     def __init__(self) -> None:
         super().__init__()
         self.twin = Twin()
         self.owner: dict[int, str] = {}
 
-    @rule(target=order_ids, orders=st.lists(new_orders(), min_size=1, max_size=3),
+    @rule(target=placed, orders=st.lists(new_orders(), min_size=1, max_size=3),
           new_symbol=mostly(st.none(), symbols, one_in=15))
-    def new_orders(self, orders: list[NewOrder], new_symbol: str | None) -> MultipleResults[int]:
+    def place(self, orders: list[NewOrder], new_symbol: str | None) -> MultipleResults[int]:
         if new_symbol is not None:
             if new_symbol not in self.twin.symbols:
                 self.twin.symbols.append(new_symbol)
@@ -170,12 +171,12 @@ class EngineAgainstReference(RuleBasedStateMachine):
             ids.append(out.result.order_id)
         return multiple(*ids)
 
-    @rule(order_id=mostly(order_ids, st.integers(1, 200), one_in=15),
+    @rule(order_id=mostly(placed, st.integers(1, 200), one_in=15),
           own=st.integers(0, 3), other=accounts)
     def cancel(self, order_id: int, own: int, other: str) -> None:
         self.twin.step(Cancel(self._account(order_id, own, other), order_id))
 
-    @rule(order_id=mostly(order_ids, st.integers(1, 200), one_in=15),
+    @rule(order_id=mostly(placed, st.integers(1, 200), one_in=15),
           own=st.integers(0, 3), other=accounts,
           qty=mostly(st.none(), qtys, one_in=2), price=mostly(st.none(), prices, one_in=2))
     def amend(self, order_id: int, own: int, other: str, qty: int | None, price: int | None) -> None:

@@ -105,3 +105,25 @@ async def test_bad_tokens_file_or_symbols_refuse_to_start(tmp_path: Path) -> Non
         ServerProcess(tmp_path / "a", extra=["--tokens", str(tmp_path / "tokens.json")]).start(timeout=20)
     with pytest.raises(RuntimeError, match="bad symbol names"):
         ServerProcess(tmp_path / "b", symbols="ACME,not ok").start(timeout=20)
+
+
+async def test_tickflow_log_checks_a_log_without_changing_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    server = ServerProcess(tmp_path / "data").start()
+    await _trade_a_little(server.url, 4)
+    server.kill()
+    log = server.data / "wal.log"
+    with open(log, "ab") as f:
+        f.write(b"\x10\x00\x00")  # a torn header
+    before = log.read_bytes()
+    out = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "replayed 10 records" in out.stdout and "cut a torn tail" in out.stdout
+    assert "orders: 8, trades: 4, open: 0" in out.stdout and "state hash: " in out.stdout
+    assert log.read_bytes() == before  # checking never cuts; only a server start does
+    missing = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(tmp_path / "nothing")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no log" in missing.stderr

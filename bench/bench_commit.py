@@ -5,6 +5,12 @@
 Each submitter is a closed loop (submit, wait for the durable answer, submit the next) drawing from
 the standard workload (bench_log.standard_workload). The log is a real file in a temporary directory.
 Latency is measured around `await sequencer.submit(...)`. Bar: group >= 0.8x none in the same run.
+
+What bounds group commit here: with 64 submitters each waiting for its own answer, at most 64
+commands can share the syncs in flight, so group throughput is at most 64 / (sync latency + the
+matching and thread hand-offs around it), while none is bound only by CPU per command. The faster
+the engine, the lower the ratio for the same disk. `cpu_us_per_command` and `cpu_busy` (process
+CPU / wall time) show whether a mode is CPU-bound or waiting on the disk.
 """
 
 from __future__ import annotations

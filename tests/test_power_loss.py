@@ -177,20 +177,6 @@ def test_power_loss_ops_keeps_a_prefix_of_the_unsynced_bytes(tmp_path: Path) -> 
         wal.append([b"d"])
 
 
-def test_a_sync_on_another_handle_makes_the_appended_records_durable(tmp_path: Path) -> None:
-    path = str(tmp_path / "x.wal")
-    ops = PowerLossOps()
-    wal = Wal.open(path, ops)
-    list(wal.replay())
-    handle = wal.sync_handle()
-    wal.append([b"a" * 10, b"b" * 10])
-    wal.sync(handle)
-    wal.append([b"c" * 10])
-    ops.cut_power(path, random.Random(1), "drop")
-    assert Path(path).read_bytes() == frame(b"a" * 10) + frame(b"b" * 10)
-    wal.close()
-
-
 # ------------------------------------------------------------------ failing devices
 
 FAULTS = [

@@ -3,12 +3,10 @@
     submit() -> bounded queue -> take a batch (<= 256) -> stamp seq + time -> one write -> apply
              -> make durable (per mode) -> resolve each caller -> publish to listeners
 
-In `group` mode fdatasync runs in threads, up to SYNCS_IN_FLIGHT at once, each on its own
-descriptor of the log, while the writer goes on reading, writing and matching. A sync covers every
-batch written before it began; when it returns those batches are answered, in order, and a new
-sync starts over whatever was written meanwhile. When no sync is running the writer takes only half
-of the queue, so the disk starts early and the rest is matched while it syncs. Nothing is resolved
-or published before a sync that began after its record was written has returned.
+In `group` mode fdatasync runs in a thread while the writer goes on reading, writing and matching
+the next batches. A sync covers every batch written before it began; when it returns those batches
+are answered, in order, and the next sync starts at once over whatever was written meanwhile.
+Nothing is resolved or published before a sync that began after its record was written has returned.
 """
 
 from __future__ import annotations
@@ -28,9 +26,6 @@ from tickflow.store.records import decode_record, encode_record
 from tickflow.store.wal import Wal
 
 log = logging.getLogger(__name__)
-
-SYNCS_IN_FLIGHT = 2
-"""Group commit keeps up to this many fdatasyncs running at once (the disk overlaps them)."""
 
 
 class Durability(str, enum.Enum):
@@ -144,10 +139,9 @@ class Sequencer:
         self._written = 0
         self._covered = 0
         self._unsynced = 0
-        self._sync_handles: list[int | None] = []
-        self._syncs_in_flight = 0
+        self._syncing = False
         self._synced_all: asyncio.Future[None] | None = None
-        self._executor = ThreadPoolExecutor(SYNCS_IN_FLIGHT, thread_name_prefix="tickflow-fsync")
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="tickflow-fsync")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -157,10 +151,6 @@ class Sequencer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        if self.durability is Durability.GROUP:
-            self._sync_handles = [self.wal.sync_handle() for _ in range(SYNCS_IN_FLIGHT)]
-        else:
-            self._sync_handles = [None]
         self._task = asyncio.create_task(self._run(), name="sequencer")
 
     async def stop(self) -> None:
@@ -283,9 +273,6 @@ class Sequencer:
                     await self._wakeup
                     continue
                 n = min(len(items), self.max_batch)
-                if group and not self._syncs_in_flight and n > 1:
-                    # A sync could start now: give it part of the queue and match the rest meanwhile.
-                    n = (n + 1) // 2
                 batch = [popleft() for _ in range(n)]
                 self._release_room(n)
                 if self.failed:
@@ -299,7 +286,7 @@ class Sequencer:
                     self._written += 1
                     self._unacked.append((self._written, *done))
                     self._unsynced += len(done[0])
-                    if self._sync_handles:
+                    if not self._syncing:
                         self._start_sync()
                 elif self.durability is Durability.NONE:
                     self._resolve(*done)
@@ -315,7 +302,7 @@ class Sequencer:
             self._fail(batch, f"sequencer failed: {e!r}")
             self._refuse(list(items), self.failed or "sequencer failed")
             items.clear()
-            if not self._syncs_in_flight:
+            if not self._syncing:
                 for _, written, _ in self._unacked:
                     self._refuse(written, self.failed or "sequencer failed")
                 self._unacked.clear()
@@ -368,31 +355,29 @@ class Sequencer:
     # ------------------------------------------------------------------ durability
 
     def _start_sync(self) -> None:
-        """Sync everything written so far in a thread; `_synced` answers the batches it covers."""
-        handle = self._sync_handles.pop()
+        """Sync everything written so far in the thread; `_synced` answers the batches it covers."""
         upto = self._covered = self._written
-        self._syncs_in_flight += 1
+        self._syncing = True
         loop = self._loop
         assert loop is not None
 
         def done(f: ThreadFuture[tuple[str | None, float]]) -> None:
-            loop.call_soon_threadsafe(self._synced, upto, handle, *f.result())
+            loop.call_soon_threadsafe(self._synced, upto, *f.result())
 
-        self._executor.submit(self._sync, handle).add_done_callback(done)
+        self._executor.submit(self._sync).add_done_callback(done)
 
-    def _sync(self, handle: int | None) -> tuple[str | None, float]:
-        """Runs in a sync thread: (why it failed or None, seconds)."""
+    def _sync(self) -> tuple[str | None, float]:
+        """Runs in the sync thread: (why it failed or None, seconds)."""
         started = time.perf_counter()
         try:
-            self.wal.sync(handle)
+            self.wal.sync()
         except Exception as e:  # LogError from the device, or anything unexpected: no ack either way
             return str(e) or repr(e), time.perf_counter() - started
         return None, time.perf_counter() - started
 
-    def _synced(self, upto: int, handle: int | None, error: str | None, seconds: float) -> None:
+    def _synced(self, upto: int, error: str | None, seconds: float) -> None:
         """A sync that began after batch `upto` was written has returned: answer every batch up to it."""
-        self._sync_handles.append(handle)
-        self._syncs_in_flight -= 1
+        self._syncing = False
         unacked = self._unacked
         if error is not None:
             self._fail([], error)
@@ -409,12 +394,12 @@ class Sequencer:
             self._start_sync()
         if self._wakeup is not None:
             self._wake()
-        if not self._syncs_in_flight and self._synced_all is not None and not self._synced_all.done():
+        if not self._syncing and self._synced_all is not None and not self._synced_all.done():
             self._synced_all.set_result(None)
 
     async def _synced_all_future(self) -> None:
         """Wait until no sync is running (order mode: the one just started)."""
-        if self._syncs_in_flight:
+        if self._syncing:
             self._synced_all = asyncio.get_running_loop().create_future()
             await self._synced_all
 

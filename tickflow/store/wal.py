@@ -136,7 +136,6 @@ class Wal:
         self.size = 0
         self.records = 0
         self._fd: int | None = None
-        self._sync_fds: list[int] = []
         self.failed: str | None = None
 
     @classmethod
@@ -232,25 +231,13 @@ class Wal:
             raise LogError(self.failed) from e
         self.size = start + written
 
-    def sync_handle(self) -> int:
-        """Another descriptor of the log, for a sync running at the same time as one on another handle.
-
-        Each open file description gets its own report of a writeback error; two concurrent syncs on
-        one descriptor could see a single error between them, and one would return success falsely.
-        """
-        if self._fd is None:
-            raise RuntimeError("replay() the log before syncing")
-        fd = self.ops.open_append(self.path)
-        self._sync_fds.append(fd)
-        return fd
-
-    def sync(self, handle: int | None = None) -> None:
+    def sync(self) -> None:
         """fdatasync: after it returns, everything appended before it began survives power loss."""
         if self.failed:
             raise LogError(self.failed)
         assert self._fd is not None
         try:
-            self.ops.sync(self._fd if handle is None else handle)
+            self.ops.sync(self._fd)
         except OSError as e:
             # After a failed fsync the kernel may have dropped the dirty pages: nothing unsynced
             # can be trusted, so the log stops here.
@@ -262,9 +249,6 @@ class Wal:
             self.failed = why
 
     def close(self) -> None:
-        for fd in self._sync_fds:
-            self.ops.close(fd)
-        self._sync_fds = []
         if self._fd is not None:
             self.ops.close(self._fd)
             self._fd = None

@@ -106,20 +106,21 @@ async def retry_everything(path: str, acks: dict[str, Outcome], commands: dict[s
     assert records == 1 + len(commands)
 
 
-async def trial(tmp: Path, mode: str, rng: random.Random) -> str:
+async def trial(tmp: Path, mode: str, rng: random.Random, shape: str) -> str:
     path = str(tmp / f"{mode}-{rng.random()}.wal")
     ops = PowerLossOps()
     sequencer = await started(path, mode, ops)
     await sequencer.submit(AddSymbol("ACME"))
-    load = Load(sequencer, rng, limit=10_000)
     cut_after = rng.randint(0, 40 if mode == "order" else 400)
-    shape = rng.choice(["drop", "keep", "torn", "torn", "zero"])
+    pause = rng.random() * 0.003
+    # The load draws from its own generator: how much it draws depends on timing.
+    load = Load(sequencer, random.Random(rng.random()), limit=10_000)
     written: list[bytes] = []
 
     async def cut() -> None:
         while len(load.acks) < cut_after:
             await asyncio.sleep(0.0005)
-        await asyncio.sleep(rng.random() * 0.003)
+        await asyncio.sleep(pause)
         written.append(Path(path).read_bytes())
         ops.cut_power(path, rng, shape)
 
@@ -157,8 +158,9 @@ def boundaries(data: bytes) -> list[int]:
 @pytest.mark.parametrize("mode", ["none", "group", "order"])
 async def test_power_cuts_never_lose_an_acknowledged_command(tmp_path: Path, mode: str) -> None:
     rng = random.Random(f"power-{mode}")
-    shapes = [await trial(tmp_path, mode, rng) for _ in range(TRIALS[mode])]
-    assert len({s.split(":")[0] for s in shapes}) >= 3, shapes
+    shapes = ["drop", "keep", "torn", "torn", "zero"]
+    for i in range(TRIALS[mode]):
+        await trial(tmp_path, mode, rng, shapes[i % len(shapes)])
 
 
 def test_power_loss_ops_keeps_a_prefix_of_the_unsynced_bytes(tmp_path: Path) -> None:
@@ -206,7 +208,7 @@ async def test_a_failing_device_stops_the_sequencer_without_false_acks(
         sequencer = Sequencer(engine, wal, mode)
         await sequencer.start()
         await sequencer.submit(AddSymbol("ACME"))
-        load = Load(sequencer, rng, limit=5_000)
+        load = Load(sequencer, random.Random(rng.random()), limit=5_000)
         await load.run()
         assert load.refusals and sequencer.failed
         message = str(load.refusals[0])

@@ -20,7 +20,7 @@ from tickflow.net.feed import Feed, Subscriber
 from tickflow.net.metrics import render_metrics
 from tickflow.net.openapi import OPENAPI
 from tickflow.net.protocol import MAX_BODY, BadRequest, encode
-from tickflow.net.sequencer import Sequencer, SequencerStopped
+from tickflow.net.sequencer import BadCommand, Sequencer, SequencerStopped
 from tickflow.net.trade_writer import TradeWriter
 from tickflow.store.trades import TradeStore
 
@@ -83,6 +83,8 @@ async def errors(request: web.Request, handler: Callable[[web.Request], Awaitabl
         return _json(e.body(), e.status)
     except SequencerStopped as e:
         return _error(503, f"not accepting orders: {e}")
+    except BadCommand as e:  # validation should have caught it; still the caller's input, never logged
+        return _error(400, str(e))
     except web.HTTPRequestEntityTooLarge:
         return _error(413, f"body over {MAX_BODY} bytes")
     except web.HTTPException as e:
@@ -385,6 +387,8 @@ class _WsSession:
             status, body = protocol.answer(await self.ex.sequencer.submit(command))
         except SequencerStopped as e:
             status, body = 503, encode({"error": f"not accepting orders: {e}"})
+        except BadCommand as e:
+            status, body = 400, encode({"error": str(e)})
         except Exception:
             log.exception("order entry over WebSocket failed")
             status, body = 500, encode({"error": "internal error"})

@@ -35,8 +35,10 @@ class ServerProcess:
     """
 
     def __init__(self, data: str | Path, *, port: int = 0, symbols: Sequence[str] = ("ACME",),
-                 durability: str = "group", host: str = "127.0.0.1", extra: Sequence[str] = ()) -> None:
+                 durability: str = "group", host: str = "127.0.0.1", extra: Sequence[str] = (),
+                 die_with_parent: bool = False) -> None:
         self.data = Path(data)
+        self.die_with_parent = die_with_parent
         self.host = host
         self.port = port
         self.symbols = list(symbols)
@@ -58,7 +60,8 @@ class ServerProcess:
                "--quiet", *self.extra]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=env, start_new_session=True)
+                                     env=env, start_new_session=True,
+                                     preexec_fn=_die_with_parent if self.die_with_parent else None)
         log.close()
         deadline = time.monotonic() + timeout
         while not self.url or not self._healthy():
@@ -116,6 +119,20 @@ class ServerProcess:
         self.stop()
 
 
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM it when the demo dies, even by kill -9 or a closed terminal."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def free_port(preferred: int) -> int:
     """`preferred` when nothing listens there, else a port the OS picks."""
     with socket.socket() as s:
@@ -139,7 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     symbols = [s.strip() for s in args.symbols.split(",") if s.strip()]
 
-    server = ServerProcess(args.data, port=free_port(args.port), symbols=symbols, durability=args.durability)
+    server = ServerProcess(args.data, port=free_port(args.port), symbols=symbols, durability=args.durability,
+                           die_with_parent=True)
+    # A closed terminal (SIGHUP) or a plain kill stops the demo the way Ctrl-C does: children stopped cleanly.
+    signal.signal(signal.SIGHUP, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     sim: subprocess.Popen[bytes] | None = None
     try:
         print(f"starting tickflow serve (data {args.data}) …", flush=True)
@@ -148,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sim = subprocess.Popen(
             [sys.executable, "-m", "tickflow.cli", "simulate", "--url", url, "--rate", str(args.rate),
              "--symbols", ",".join(symbols)],
-            stdout=sim_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=sim_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_die_with_parent)
         sim_log.close()
         print(f"tickflow demo: server {url}  ·  browser page {url}/  ·  logs in {args.data}/", flush=True)
         if args.no_tui:

@@ -242,7 +242,8 @@ def render(r: dict[str, Any], commands: list[str]) -> str:
     lines += ["", "## The bars", ""] + checks(r)
     if r.get("chart"):
         lines += ["", "![throughput and latency by durability mode](results.png)"]
-    lines += ["", "## Commands", "", "```sh"] + commands + ["```", ""]
+    lines += ["", "## Commands", "", "All of them, and this page: `python bench/results.py`. One by one:", "", "```sh"]
+    lines += commands + ["```", ""]
     return "\n".join(lines)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import tempfile
 import time
@@ -19,39 +18,20 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench_engine import tickflow_commands, workload  # noqa: E402
 from tickflow.core.engine import Engine  # noqa: E402
-from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record  # noqa: E402
+from tickflow.core.types import AddSymbol, Command, Record  # noqa: E402
 from tickflow.store.records import encode_record  # noqa: E402
 from tickflow.store.replay import recover  # noqa: E402
 from tickflow.store.wal import Wal  # noqa: E402
 
 BAR = 300_000
 SYMBOL = "ACME"
-ACCOUNTS = 1000
 
 
-def standard_workload(n: int = 1_000_000, seed: int = 42) -> list[Command]:
-    """The standard workload, drawn as bench_engine.py draws it, so the commands are the same.
-
-    90% limit orders, side 50/50, price 10000 + round(gauss(0, 20)) shifted 5 down for buys and 5 up
-    for sells, qty 1..100, from one of 1,000 accounts; 10% cancels of a uniformly chosen earlier order
-    (by its owner; it may have filled already).
-    """
-    rng = random.Random(seed)
-    accounts = [f"acct{i}" for i in range(ACCOUNTS)]
-    owners: list[str] = []
-    commands: list[Command] = []
-    for _ in range(n):
-        if owners and rng.random() < 0.1:
-            index = rng.randrange(len(owners))
-            commands.append(Cancel(owners[index], index + 1))
-            continue
-        buy = rng.random() < 0.5
-        price = 10000 + round(rng.gauss(0, 20)) + (-5 if buy else 5)
-        account = accounts[rng.randrange(ACCOUNTS)]
-        owners.append(account)
-        commands.append(NewOrder(account, SYMBOL, "buy" if buy else "sell", "limit", price, rng.randint(1, 100)))
-    return commands
+def standard_workload(n: int = 1_000_000) -> list[Command]:
+    """The standard workload, exactly as bench_engine.py draws it (one generator for every benchmark)."""
+    return tickflow_commands(workload(n))
 
 
 def write_log(path: str, n: int) -> int:

@@ -52,6 +52,19 @@ OPEN_STATUSES = frozenset({"new", "partially_filled"})
 # ------------------------------------------------------------------ wire types
 
 
+
+def new_http_session() -> aiohttp.ClientSession:
+    """An aiohttp session that sends each request once.
+
+    aiohttp re-sends an idempotent request (DELETE included) by itself when a kept-alive connection
+    drops; a cancel that went through would then come back as 409 "not open". Exactly-once matters
+    more here than hiding a dropped connection, so that retry is switched off.
+    """
+    session = aiohttp.ClientSession()
+    if hasattr(session, "_retry_connection"):
+        session._retry_connection = False
+    return session
+
 class Fill(msgspec.Struct, frozen=True, rename="camel"):
     """One fill made by an order call, in execution order."""
 
@@ -335,7 +348,7 @@ class Client:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession()
+            self._session = new_http_session()
             self._own_session = True
         return self._session
 
@@ -620,7 +633,7 @@ class Session:
         if self._task is None:
             self._closing = False
             if self._http is None or self._http.closed:
-                self._http = aiohttp.ClientSession()
+                self._http = new_http_session()
                 self._own_http = True
             self._task = asyncio.create_task(self._run(), name="tickflow-session")
         if wait:
@@ -669,7 +682,7 @@ class Session:
         """An HTTP `Client` with the same address, token and connection pool."""
         if self._http_client is None:
             if self._http is None or self._http.closed:
-                self._http = aiohttp.ClientSession()
+                self._http = new_http_session()
                 self._own_http = True
             self._http_client = Client(self.url, self.token, session=self._http)
         return self._http_client

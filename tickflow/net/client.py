@@ -49,9 +49,6 @@ ConnState = Literal["connecting", "connected", "reconnecting", "closed"]
 
 OPEN_STATUSES = frozenset({"new", "partially_filled"})
 
-# ------------------------------------------------------------------ wire types
-
-
 
 def new_http_session() -> aiohttp.ClientSession:
     """An aiohttp session that sends each request once.
@@ -64,6 +61,10 @@ def new_http_session() -> aiohttp.ClientSession:
     if hasattr(session, "_retry_connection"):
         session._retry_connection = False
     return session
+
+
+# ------------------------------------------------------------------ wire types
+
 
 class Fill(msgspec.Struct, frozen=True, rename="camel"):
     """One fill made by an order call, in execution order."""

@@ -14,7 +14,7 @@ import msgspec
 from aiohttp import WSMsgType, web
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Reason
+from tickflow.core.types import Command, Reason
 from tickflow.net import protocol
 from tickflow.net.feed import Feed, Subscriber
 from tickflow.net.metrics import render_metrics
@@ -81,10 +81,6 @@ async def errors(request: web.Request, handler: Callable[[web.Request], Awaitabl
         return response
     except BadRequest as e:
         return _json(e.body(), e.status)
-    except SequencerStopped as e:
-        return _error(503, f"not accepting orders: {e}")
-    except BadCommand as e:  # validation should have caught it; still the caller's input, never logged
-        return _error(400, str(e))
     except web.HTTPRequestEntityTooLarge:
         return _error(413, f"body over {MAX_BODY} bytes")
     except web.HTTPException as e:
@@ -131,11 +127,21 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
 # ------------------------------------------------------------------ orders
 
 
+async def execute(ex: Exchange, command: Command) -> tuple[int, bytes]:
+    """Sequence a command: the status and JSON body that HTTP and WebSocket order entry both answer."""
+    try:
+        return protocol.answer(await ex.sequencer.submit(command))
+    except SequencerStopped as e:
+        return 503, encode({"error": f"not accepting orders: {e}"})
+    except BadCommand as e:  # validation should have caught it; still the caller's input, never logged
+        return 400, encode({"error": str(e)})
+
+
 async def post_order(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE]
     account = _account(request)
     command = protocol.new_order(account, await _body(request), ex.engine.books)
-    status, body = protocol.answer(await ex.sequencer.submit(command))
+    status, body = await execute(ex, command)
     return _json(body, status)
 
 
@@ -143,7 +149,7 @@ async def delete_order(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE]
     account = _account(request)
     command = protocol.cancel(account, protocol.order_id(request.match_info["order_id"]))
-    status, body = protocol.answer(await ex.sequencer.submit(command))
+    status, body = await execute(ex, command)
     return _json(body, status)
 
 
@@ -152,7 +158,7 @@ async def patch_order(request: web.Request) -> web.Response:
     account = _account(request)
     order_id = protocol.order_id(request.match_info["order_id"])
     command = protocol.amend(account, order_id, await _body(request))
-    status, body = protocol.answer(await ex.sequencer.submit(command))
+    status, body = await execute(ex, command)
     return _json(body, status)
 
 
@@ -384,11 +390,7 @@ class _WsSession:
 
     async def _submit(self, request_id: str | int, command: Any) -> None:
         try:
-            status, body = protocol.answer(await self.ex.sequencer.submit(command))
-        except SequencerStopped as e:
-            status, body = 503, encode({"error": f"not accepting orders: {e}"})
-        except BadCommand as e:
-            status, body = 400, encode({"error": str(e)})
+            status, body = await execute(self.ex, command)
         except Exception:
             log.exception("order entry over WebSocket failed")
             status, body = 500, encode({"error": "internal error"})

@@ -1,12 +1,13 @@
 """The sequencer: the one task that writes the log and applies commands to the engine.
 
-    submit() -> bounded queue -> take a batch (<= 256) -> stamp seq + time -> one write -> apply
-             -> make durable (per mode) -> resolve each caller -> publish to listeners
+    submit() -> bounded queue -> take a batch (<= 256) -> stamp seq + time -> one write -> start a sync
+             -> apply -> resolve each caller once the sync returns -> publish to listeners
 
-In `group` mode fdatasync runs in a thread while the writer goes on reading, writing and matching
-the next batches. A sync covers every batch written before it began; when it returns those batches
-are answered, in order, and the next sync starts at once over whatever was written meanwhile.
-Nothing is resolved or published before a sync that began after its record was written has returned.
+In `group` mode the fdatasync starts as soon as a batch is written, so the disk works while the
+batch is matched (store/syncer.py: in a helper process for a real file). A sync covers every batch
+written before it began; when it returns those batches are answered, in order, and the next sync
+starts at once over whatever was written meanwhile. Nothing is resolved or published before a sync
+that began after its record was written has returned.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import enum
 import logging
 import time
 from collections import deque
-from concurrent.futures import Future as ThreadFuture
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Command, NewOrder, Outcome, Reason, Record
 from tickflow.store.records import decode_record, encode_record
+from tickflow.store.syncer import Syncer, default_syncer
 from tickflow.store.wal import Wal
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,7 @@ class Sequencer:
         max_batch: int = 256,
         queue_size: int = 4096,
         clock: Callable[[], int] = now_ms,
+        syncer: Syncer | None = None,
     ) -> None:
         self.engine = engine
         self.wal = wal
@@ -139,9 +140,9 @@ class Sequencer:
         self._written = 0
         self._covered = 0
         self._unsynced = 0
-        self._syncing = False
+        self._syncs = 0
         self._synced_all: asyncio.Future[None] | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="tickflow-fsync")
+        self._syncer = syncer if syncer is not None else default_syncer(wal)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -151,6 +152,7 @@ class Sequencer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._syncer.start(self._loop, self._synced)
         self._task = asyncio.create_task(self._run(), name="sequencer")
 
     async def stop(self) -> None:
@@ -171,7 +173,7 @@ class Sequencer:
                 self._refuse(list(self._items), "shutting down: the sequencer was never started")
                 self._items.clear()
             await self._synced_all_future()
-            self._executor.shutdown(wait=True)
+            self._syncer.close()
             self.wal.close()
         finally:
             self._stopped.set_result(None)
@@ -282,27 +284,20 @@ class Sequencer:
                 batch = []
                 if done is None:
                     continue
-                if group:
-                    self._written += 1
-                    self._unacked.append((self._written, *done))
-                    self._unsynced += len(done[0])
-                    if not self._syncing:
-                        self._start_sync()
-                elif self.durability is Durability.NONE:
+                if self.durability is Durability.NONE:
                     self._resolve(*done)
                 else:
-                    self._written += 1
                     self._unacked.append((self._written, *done))
                     self._unsynced += len(done[0])
-                    self._start_sync()
-                    await self._synced_all_future()
+                    if not group:
+                        await self._synced_all_future()
                 await asyncio.sleep(0)  # let answered callers and the sync's completion in
         except Exception as e:
             log.exception("sequencer failed")
             self._fail(batch, f"sequencer failed: {e!r}")
             self._refuse(list(items), self.failed or "sequencer failed")
             items.clear()
-            if not self._syncing:
+            if not self._syncs:
                 for _, written, _ in self._unacked:
                     self._refuse(written, self.failed or "sequencer failed")
                 self._unacked.clear()
@@ -342,6 +337,11 @@ class Sequencer:
             self._fail(taken, str(e))
             return None
         self.last_ts = ts
+        if self.durability is not Durability.NONE:
+            # The records are in the file: the sync can run while they are matched.
+            self._written += 1
+            if self._syncs < self._syncer.parallel:
+                self._start_sync()
         apply = self.engine.apply
         outcomes = []
         seq = self.seq
@@ -355,29 +355,14 @@ class Sequencer:
     # ------------------------------------------------------------------ durability
 
     def _start_sync(self) -> None:
-        """Sync everything written so far in the thread; `_synced` answers the batches it covers."""
+        """Sync everything written so far; `_synced` answers the batches it covers."""
         upto = self._covered = self._written
-        self._syncing = True
-        loop = self._loop
-        assert loop is not None
-
-        def done(f: ThreadFuture[tuple[str | None, float]]) -> None:
-            loop.call_soon_threadsafe(self._synced, upto, *f.result())
-
-        self._executor.submit(self._sync).add_done_callback(done)
-
-    def _sync(self) -> tuple[str | None, float]:
-        """Runs in the sync thread: (why it failed or None, seconds)."""
-        started = time.perf_counter()
-        try:
-            self.wal.sync()
-        except Exception as e:  # LogError from the device, or anything unexpected: no ack either way
-            return str(e) or repr(e), time.perf_counter() - started
-        return None, time.perf_counter() - started
+        self._syncs += 1
+        self._syncer.request(upto)
 
     def _synced(self, upto: int, error: str | None, seconds: float) -> None:
         """A sync that began after batch `upto` was written has returned: answer every batch up to it."""
-        self._syncing = False
+        self._syncs -= 1
         unacked = self._unacked
         if error is not None:
             self._fail([], error)
@@ -390,16 +375,16 @@ class Sequencer:
                 self._refuse(batch, self.failed)
             else:
                 self._resolve(batch, outcomes)
-        if self._written > self._covered and not self.failed:
+        if self._written > self._covered and not self.failed and self._syncs < self._syncer.parallel:
             self._start_sync()
         if self._wakeup is not None:
             self._wake()
-        if not self._syncing and self._synced_all is not None and not self._synced_all.done():
+        if not self._syncs and self._synced_all is not None and not self._synced_all.done():
             self._synced_all.set_result(None)
 
     async def _synced_all_future(self) -> None:
         """Wait until no sync is running (order mode: the one just started)."""
-        if self._syncing:
+        if self._syncs:
             self._synced_all = asyncio.get_running_loop().create_future()
             await self._synced_all
 

@@ -244,6 +244,16 @@ class Wal:
             self._fail(f"fdatasync of {self.path} failed: {e}")
             raise LogError(self.failed) from e
 
+    def fileno(self) -> int:
+        """The open log file (for a sync done elsewhere: see store/syncer.py)."""
+        if self._fd is None:
+            raise RuntimeError("replay() the log before syncing it")
+        return self._fd
+
+    def fail(self, why: str) -> None:
+        """A sync done elsewhere failed: take nothing more."""
+        self._fail(why)
+
     def _fail(self, why: str) -> None:
         if not self.failed:
             self.failed = why

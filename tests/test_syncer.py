@@ -1,0 +1,110 @@
+"""Where fdatasync runs: the helper process a real log gets, and what its failures do to the sequencer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from helpers.aio import started, until
+from helpers.logs import replayed
+
+from tickflow.core.types import AddSymbol, NewOrder
+from tickflow.net.sequencer import SequencerStopped
+from tickflow.store.syncer import ProcessSyncer, ThreadSyncer
+
+
+def order(i: int) -> NewOrder:
+    return NewOrder(f"acct{i % 3}", "ACME", "buy" if i % 2 else "sell", "limit", 100, 1 + i % 5)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0): look at its state.
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("mode", ["group", "order"])
+async def test_a_real_log_is_synced_by_a_helper_process_that_ends_with_the_sequencer(tmp_path: Path,
+                                                                                     mode: str) -> None:
+    path = str(tmp_path / "seq.wal")
+    sequencer = await started(path, mode)
+    syncer = sequencer._syncer
+    assert isinstance(syncer, ProcessSyncer) and syncer.pid is not None and alive(syncer.pid)
+    pid = syncer.pid
+    await sequencer.submit(AddSymbol("ACME"))
+    outcomes = await asyncio.gather(*(sequencer.submit(order(i)) for i in range(200)))
+    assert all(o.error is None for o in outcomes)
+    assert sequencer.stats.syncs >= 1
+    await sequencer.stop()
+    assert not alive(pid)
+    _, recovery = replayed(path)
+    assert recovery.records == 201
+
+
+async def test_a_helper_killed_mid_run_fails_the_unsynced_and_stops_the_sequencer(tmp_path: Path) -> None:
+    path = str(tmp_path / "seq.wal")
+    sequencer = await started(path, "group")
+    await sequencer.submit(AddSymbol("ACME"))
+    first = await sequencer.submit(order(1))
+    pid = sequencer._syncer.pid  # type: ignore[attr-defined]
+    os.kill(pid, signal.SIGKILL)
+    results = await asyncio.gather(*(sequencer.submit(order(i)) for i in range(2, 50)), return_exceptions=True)
+    # Nothing was in flight when it died, and nothing can be made durable after.
+    assert all(isinstance(r, SequencerStopped) and "sync helper" in str(r) for r in results)
+    await until(lambda: sequencer.failed is not None, what="the sequencer to stop")
+    assert "sync helper" in (sequencer.failed or "")
+    with pytest.raises(SequencerStopped, match="sync helper"):
+        await sequencer.submit(order(99))
+    await sequencer.stop()
+    engine, _ = replayed(path)
+    assert engine.order_state("acct1", first.result.order_id) is not None  # what was acknowledged is on disk
+
+
+class PipeLog:
+    """A log whose file is a pipe: fdatasync of it fails with EINVAL, as a failing device would fail it."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        self.path = "pipe-log"
+        self.failed: str | None = None
+
+    def fileno(self) -> int:
+        return self.write_end
+
+    def fail(self, why: str) -> None:
+        self.failed = self.failed or why
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+async def test_a_failed_fdatasync_in_the_helper_is_reported_with_its_errno(parallel: int) -> None:
+    log = PipeLog()
+    syncer = ProcessSyncer(log, parallel)  # type: ignore[arg-type]
+    answers: list[tuple[int, str | None]] = []
+    syncer.start(asyncio.get_running_loop(), lambda ticket, error, seconds: answers.append((ticket, error)))
+    for ticket in (1, 2, 3):
+        syncer.request(ticket)
+    await until(lambda: len(answers) == 3, what="three answers")
+    syncer.close()
+    assert sorted(t for t, _ in answers) == [1, 2, 3]
+    assert all(e is not None and "Errno 22" in e and "pipe-log" in e for _, e in answers)
+    assert log.failed is not None and "fdatasync" in log.failed
+    os.close(log.read_end)
+    os.close(log.write_end)
+
+
+async def test_a_log_with_injected_file_operations_keeps_the_sync_thread(tmp_path: Path) -> None:
+    from helpers.fileops import GatedOps
+
+    ops = GatedOps()
+    ops.gate.set()
+    sequencer = await started(str(tmp_path / "seq.wal"), "group", ops)
+    assert isinstance(sequencer._syncer, ThreadSyncer)
+    assert (await sequencer.submit(AddSymbol("ACME"))).error is None
+    await sequencer.stop()

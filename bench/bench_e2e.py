@@ -182,7 +182,7 @@ async def _load(port: int, transport: str, per_client: int, seed: int, bare: boo
     else:
         counts = await asyncio.gather(*(_ws_client(port, c, per_client, seed, lat) for c in range(CLIENTS)))
     seconds = time.perf_counter() - started
-    return summarize(sum(counts), seconds, lat)
+    return dict(summarize(sum(counts), seconds, lat), lat_ns=lat)
 
 
 def summarize(count: int, seconds: float, lat_ns: list[int]) -> dict[str, Any]:
@@ -226,36 +226,63 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run(per_client: int = 400, order_per_client: int = 15, modes: tuple[str, ...] = ("none", "group", "order"),
-        transports: tuple[str, ...] = ("http", "ws"), seed: int = 1) -> dict[str, Any]:
-    """Measure every (transport, mode) pair and the bare endpoint; returns the figures."""
-    results: dict[str, Any] = {"clients": CLIENTS, "rows": []}
+        transports: tuple[str, ...] = ("http", "ws"), seed: int = 1, rounds: int = 4) -> dict[str, Any]:
+    """Measure every (transport, mode) pair and the bare endpoint; returns the figures.
+
+    One server per mode (and the bare one) runs throughout. The none and group pairs and the bare
+    endpoint take turns over `rounds` rounds, each measuring `per_client / rounds` orders per client,
+    in a rotated order, so every pair sees the same stretch of this shared machine; a pair's figures
+    are over all its rounds. durability=order runs once, after them."""
+    results: dict[str, Any] = {"clients": CLIENTS, "rounds": rounds, "rows": []}
     with tempfile.TemporaryDirectory(prefix="tickflow-bench-") as tmp:
-        for transport in transports:
+        procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+        try:
             for mode in modes:
-                data = Path(tmp) / f"{transport}-{mode}"
-                proc, port = _start([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data),
-                                     "--port", "0", "--durability", mode, "--symbols", "ACME", "--quiet"],
-                                    Path(tmp) / f"{transport}-{mode}.out")
-                try:
-                    n = order_per_client if mode == "order" else per_client
-                    asyncio.run(_load(port, transport, max(2, n // 10), seed + 100))  # warm up
-                    row = asyncio.run(_load(port, transport, n, seed))
-                finally:
-                    _stop(proc)
+                procs[mode] = _start([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(Path(tmp) / mode),
+                                      "--port", "0", "--durability", mode, "--symbols", "ACME", "--quiet"],
+                                     Path(tmp) / f"{mode}.out")
+            procs["bare"] = _start([sys.executable, str(BARE_SERVER), "--port", "0"], Path(tmp) / "bare.out")
+            fast = [(t, m) for t in transports for m in modes if m != "order"]
+            if "http" in transports:
+                fast.append(("http", "bare"))
+            for transport, mode in fast + [(t, "order") for t in transports if "order" in modes]:
+                n = order_per_client if mode == "order" else per_client
+                asyncio.run(_load(procs[mode][1], transport, max(2, n // 10), seed + 100, bare=mode == "bare"))
+            slices: dict[tuple[str, str], list[dict[str, Any]]] = {pair: [] for pair in fast}
+            slice_size = max(2, per_client // rounds)
+            for r in range(rounds):
+                turn = fast[r % len(fast):] + fast[:r % len(fast)]
+                for transport, mode in turn:
+                    slices[(transport, mode)].append(
+                        asyncio.run(_load(procs[mode][1], transport, slice_size, seed + r, bare=mode == "bare")))
+                print(f"round {r + 1}/{rounds}: " + ", ".join(
+                    f"{t} {m} {slices[(t, m)][-1]['orders_per_s']:,}/s" for t, m in fast), file=sys.stderr, flush=True)
+            for (transport, mode), parts in slices.items():
+                row = merge(parts)
                 row.update(transport=transport, mode=mode)
                 results["rows"].append(row)
                 print(_line(row), file=sys.stderr, flush=True)
-        proc, port = _start([sys.executable, str(BARE_SERVER), "--port", "0"], Path(tmp) / "bare.out")
-        try:
-            asyncio.run(_load(port, "http", max(2, per_client // 10), seed + 100, bare=True))
-            row = asyncio.run(_load(port, "http", per_client, seed, bare=True))
+            if "order" in modes:
+                for transport in transports:
+                    row = asyncio.run(_load(procs["order"][1], transport, order_per_client, seed))
+                    del row["lat_ns"]
+                    row.update(transport=transport, mode="order")
+                    results["rows"].append(row)
+                    print(_line(row), file=sys.stderr, flush=True)
+            results["ratios_by_round"] = [
+                ratios({"rows": [dict(slices[pair][r], transport=pair[0], mode=pair[1]) for pair in fast]})
+                for r in range(rounds)]
         finally:
-            _stop(proc)
-        row.update(transport="http", mode="bare")
-        results["rows"].append(row)
-        print(_line(row), file=sys.stderr, flush=True)
+            for proc, _ in procs.values():
+                _stop(proc)
     results["ratios"] = ratios(results)
     return results
+
+
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from a pair's rounds: totals over total time, latencies over all of them."""
+    lat = [x for p in parts for x in p.pop("lat_ns")]
+    return summarize(sum(p["orders"] for p in parts), sum(p["seconds"] for p in parts), lat)
 
 
 def _line(row: dict[str, Any]) -> str:
@@ -283,15 +310,17 @@ def main() -> None:
     p.add_argument("--order-per-client", type=int, default=15, help="orders per client in durability=order")
     p.add_argument("--modes", default="none,group,order")
     p.add_argument("--transports", default="http,ws")
+    p.add_argument("--rounds", type=int, default=4, help="none, group and bare take turns this many times")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args()
     results = run(args.per_client, args.order_per_client, tuple(args.modes.split(",")),
-                  tuple(args.transports.split(",")))
+                  tuple(args.transports.split(",")), rounds=args.rounds)
     if args.json:
         print(json.dumps(results))
         return
     for name, value in results["ratios"].items():
-        print(f"{name}: {value:.2f}x")
+        by_round = ", ".join(f"{r[name]:.2f}" for r in results["ratios_by_round"] if name in r)
+        print(f"{name}: {value:.2f}x" + (f" (by round: {by_round})" if by_round else ""))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""Copies durable trades into SQLite in batches, off the sequencer's path."""
+"""Copies durable trades into SQLite in batches, off the sequencer's path.
+
+Trades wait up to LINGER seconds to share a transaction, unless a reader (GET /trades, /bars) is
+waiting for them: each commit is two hand-offs to the SQLite thread, and under load one commit per
+sequencer batch cost the server about a quarter of its CPU.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +15,21 @@ from tickflow.store.trades import TradeStore
 
 log = logging.getLogger(__name__)
 
+LINGER = 0.02
+
 
 class TradeWriter:
     """A sequencer listener: queues each durable batch's trades; a task inserts them."""
 
-    def __init__(self, store: TradeStore, flushed_seq: int = 0) -> None:
+    def __init__(self, store: TradeStore, flushed_seq: int = 0, linger: float = LINGER) -> None:
         self.store = store
+        self.linger = linger
         self.pending: list[Trade] = []
         self.pending_seq = flushed_seq
         self.flushed_seq = flushed_seq
         """Every trade made by a command up to this sequence number is in SQLite."""
         self.wake = asyncio.Event()
+        self.urgent = asyncio.Event()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.task: asyncio.Task[None] | None = None
         self.stopping = False
@@ -42,13 +51,20 @@ class TradeWriter:
             return
         future = asyncio.get_running_loop().create_future()
         self._waiters.append((seq, future))
+        self.urgent.set()
         await asyncio.wait_for(future, timeout)
 
     async def _run(self) -> None:
         while True:
             await self.wake.wait()
+            if not self._waiters and not self.stopping and self.linger > 0:
+                try:
+                    await asyncio.wait_for(self.urgent.wait(), self.linger)
+                except TimeoutError:
+                    pass
             self.wake.clear()
-            while self.pending or self.flushed_seq < self.pending_seq:
+            self.urgent.clear()
+            if self.pending or self.flushed_seq < self.pending_seq:
                 batch, self.pending = self.pending, []
                 seq = self.pending_seq
                 if batch:
@@ -59,7 +75,9 @@ class TradeWriter:
                         log.exception("writing %d trades to SQLite failed", len(batch))
                 self.flushed_seq = seq
                 self._wake_waiters()
-            if self.stopping:
+            if self.pending or self.flushed_seq < self.pending_seq:
+                self.wake.set()  # more came in during the insert: they get their own turn
+            elif self.stopping:
                 return
 
     def _wake_waiters(self) -> None:
@@ -75,5 +93,6 @@ class TradeWriter:
     async def stop(self) -> None:
         self.stopping = True
         self.wake.set()
+        self.urgent.set()
         if self.task is not None:
             await self.task

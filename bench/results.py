@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/results.py                  # the full run (about 10-15 minutes on 2 cores)
     .venv/bin/python bench/results.py --quick          # smaller sizes, to check the pipeline works
+    .venv/bin/python bench/results.py --only e2e       # re-run some sections; the rest are kept from
+                                                       # docs/results.json, each with its own command
 
 Each benchmark runs in its own process (`bench/<name>.py --json`), so one's garbage, caches or event loop
 never colours another's. The tables go to docs/results.md with the machine they were measured on and the
@@ -280,13 +282,14 @@ def main() -> None:
         "bars": [PY, "bench/bench_bars.py", "--json"] + (["--trades", "100000", "--repeats", "2"] if q else []),
     }
     only = set(args.only.split(",")) if args.only else set(plan) | {"crash"}
-    results: dict[str, Any] = {"machine": machine()}
-    commands = []
+    saved_path = Path(args.out).with_suffix(".json")
+    results: dict[str, Any] = {}
+    if args.only and not q and saved_path.exists():  # a partial run updates the published figures
+        results = {k: v for k, v in json.loads(saved_path.read_text()).items() if k not in only}
+    results["machine"] = machine()
     for name, cmd in plan.items():
         if name in only:
             results[name] = _run(name, cmd)
-            commands.append(results[name]["_command"])
-    results["commands"] = commands
     if "crash" in only and args.crash_rounds > 0:
         results["crash"] = {}
         rounds = 2 if q else args.crash_rounds
@@ -304,9 +307,12 @@ def main() -> None:
                 "indeterminate": t["indeterminate_orders"], "cancels_amends": t["acknowledged_cancels_amends"],
                 "lost": t["lost"], "unexpected": t["unexpected"], "violations": t["violations"],
                 "trades": t["trades"], "restart_ms_median": t["restart_ms"]["median"],
-                "restart_ms_max": t["restart_ms"]["max"], "exit": proc.returncode}
-            commands.append(" ".join(["python", *cmd[1:]]).replace(str(ROOT) + "/", ""))
+                "restart_ms_max": t["restart_ms"]["max"], "exit": proc.returncode,
+                "command": " ".join(["python", *cmd[1:]]).replace(str(ROOT) + "/", "")}
             out.unlink(missing_ok=True)
+    commands = [results[name]["_command"] for name in plan if name in results]
+    commands += [c["command"] for c in results.get("crash", {}).values() if "command" in c]
+    results["commands"] = commands
     Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=1))  # before anything can fail
     results["chart"] = chart(results, Path(args.out).with_name("results.png"))
     text = render(results, commands)

@@ -20,6 +20,8 @@ from tickflow.core.types import LevelChange, OrderType, Side, Status, Tif
 
 NO_LIMIT: Final = 1 << 62
 """The matching key of a market order: beyond every price, so every resting order crosses it."""
+MAX_SPARE_LEVELS: Final = 64
+"""Emptied levels a book side keeps for reuse."""
 
 
 class Order(msgspec.Struct, gc=False):
@@ -75,7 +77,7 @@ class Level:
 class BookSide:
     """The bids or the asks of one book."""
 
-    __slots__ = ("side", "levels", "heap", "sign")
+    __slots__ = ("side", "levels", "heap", "sign", "spare")
 
     def __init__(self, side: Side) -> None:
         self.side: Side = side
@@ -84,6 +86,9 @@ class BookSide:
         # level has a key here and heap[0] is always a live level's; other keys may be stale.
         self.heap: list[int] = []
         self.sign = -1 if side == "buy" else 1
+        # Emptied levels, kept for reuse: levels near the spread empty and come back all the time,
+        # and building a Level costs more than the rest of resting an order in it.
+        self.spare: list[Level] = []
 
     def key(self, price: int) -> int:
         """`price` as a heap key of this side: resting levels with keys <= it are at least as good."""
@@ -94,7 +99,13 @@ class BookSide:
 
     def add_level(self, price: int) -> Level:
         """A new, empty level at `price` (which has none)."""
-        level = self.levels[price] = Level(price, self.side)
+        spare = self.spare
+        if spare:
+            level = spare.pop()  # empty: no live orders, qty and count 0
+            level.price = price
+        else:
+            level = Level(price, self.side)
+        self.levels[price] = level
         heap = self.heap
         heappush(heap, price * self.sign)
         if len(heap) > 4 * len(self.levels) + 64:
@@ -103,9 +114,14 @@ class BookSide:
         return level
 
     def drop(self, level: Level) -> None:
-        """Forget an empty level, keeping the top of the heap live."""
+        """Forget an empty level, keeping the top of the heap live. The level object may be reused
+        for another price: take a LevelChange of it first if one is needed."""
         levels = self.levels
         del levels[level.price]
+        if len(self.spare) < MAX_SPARE_LEVELS:
+            if level.queue:
+                level.queue.clear()  # dead orders only
+            self.spare.append(level)
         heap = self.heap
         sign = self.sign
         while heap and heap[0] * sign not in levels:

@@ -260,6 +260,7 @@ class Engine:
         # A new price or a larger quantity loses time priority: the order is re-queued as a new
         # object (the old one stays dead in its old queue) and may trade at its new price.
         old_level = book.unrest(order)
+        old_change = book.change(old_level)  # now: an emptied level may be reused by the rest below
         moved = msgspec.structs.replace(order, price=price, qty=qty, seq=seq, ts=ts)
         self.orders[order.order_id] = moved
         self.open_orders[order.account][order.order_id] = moved
@@ -275,8 +276,8 @@ class Engine:
         else:
             moved.status = "partially_filled" if moved.filled else "new"
             new_level = book.rest(moved)
-        if new_level is None or new_level.price != old_level.price:
-            changes.insert(0, book.change(old_level))
+        if new_level is None or new_level.price != old_change.price:
+            changes.insert(0, old_change)
         if new_level is not None:
             changes.append(book.change(new_level))
         return Outcome(seq, state_of(moved, fills), None, trades, changes, updates)

@@ -189,6 +189,25 @@ def test_a_zeroed_middle_record_refuses_to_open(log: tuple[str, list[int], bytes
     assert "refusing to open" in str(error) and path in str(error)
 
 
+@pytest.mark.parametrize("payload_length", [100, 256, 512])
+def test_a_long_run_of_zeros_before_a_valid_record_is_still_corruption(
+    log: tuple[str, list[int], bytes], payload_length: int
+) -> None:
+    """The search for a valid record after a bad one skips runs of zeros at once; a record just
+    after the run is found even when its length's first byte is zero (256, 512)."""
+    path, offsets, data = log
+    damaged = data[: offsets[3]] + bytes(1 << 20) + frame(b"p" * payload_length)
+    Path(path).write_bytes(damaged)
+    assert_refused(path, offsets[3], damaged, "bad length 0")
+
+
+def test_a_torn_record_before_a_long_run_of_zeros_is_cut(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    torn = data[: offsets[-1] - 5] + bytes(1 << 20)
+    Path(path).write_bytes(torn)
+    check_recovers(path, N - 1, Cut(offsets[-2], len(torn) - offsets[-2], ""))
+
+
 def test_the_records_before_corruption_are_still_yielded(log: tuple[str, list[int], bytes]) -> None:
     """The refusal comes after the good prefix, so a tool can show how far the log is readable."""
     path, offsets, data = log

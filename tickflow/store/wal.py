@@ -9,6 +9,7 @@ offset and nothing is truncated.
 from __future__ import annotations
 
 import os
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ HEADER = struct.Struct("<II")
 HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 1 << 20
 """A length above this is not a record but garbage (no command encodes to a megabyte)."""
+_NONZERO = re.compile(rb"[^\x00]")
 
 
 class LogError(Exception):
@@ -119,9 +121,18 @@ def _check(data: bytes, offset: int) -> str | None:
 
 def _valid_record_after(data: bytes, offset: int) -> bool:
     """True when some byte position after `offset` starts a valid record (so `offset` is no tear)."""
-    for start in range(offset + 1, len(data) - HEADER_SIZE):
+    start = offset + 1
+    last = len(data) - HEADER_SIZE
+    while start < last:
+        if data[start : start + 4] == b"\0\0\0\0":  # a zero length: skip the whole run of zeros
+            found = _NONZERO.search(data, start)
+            if found is None:
+                return False
+            start = max(start + 1, found.start() - 3)
+            continue
         if _check(data, start) is None:
             return True
+        start += 1
     return False
 
 

@@ -114,8 +114,8 @@ class BookSide:
         return level
 
     def drop(self, level: Level) -> None:
-        """Forget an empty level, keeping the top of the heap live. The level object may be reused
-        for another price: take a LevelChange of it first if one is needed."""
+        """Forget an empty level, keeping the top of the heap live. A later add_level may reuse the
+        object for another price, so take any LevelChange of it before adding a level."""
         levels = self.levels
         del levels[level.price]
         if len(self.spare) < MAX_SPARE_LEVELS:

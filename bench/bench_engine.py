@@ -30,24 +30,15 @@ default thresholds with the collector running. Both are reported; "prebuilt" run
 
 Each pass runs the engines in turn --repeats times (default 3) and reports each one's fastest run.
 
-Results, 2026-12-02, the project's 2-vCPU machine while other sessions were running on it, Python
-3.11.7, `.venv/bin/python bench/bench_engine.py`, two consecutive runs (cmd/s by wall clock, then
-by time in calls):
+The measured figures are in docs/results.md (bench/results.py runs this script for them).
 
-    pass                  tickflow                      pyorderbook 0.4.9             ratio
-    in call, GC off       379k-403k  (409k-436k)        129k-132k  (134k-137k)        2.87x-3.13x
-    in call, GC default   397k       (428k-430k)        111k       (114k-115k)        3.56x-3.59x
-    prebuilt, GC off      428k-434k  (453k-460k)        214k       (223k-224k)        1.99x-2.03x
-
-    tickflow per call (in call, GC off): p50 1.7-1.8 us, p99 7-8 us, p99.9 23-31 us, max 3-4 ms.
-
-How to read them: on this shared machine one engine's throughput moved by up to 20% from run to
-run, and over the day the headline ratio came out between 2.4x and 3.6x, so the 3x bar is met at
-the margin, not with room. pyorderbook gains from GC off (its objects are GC-tracked; with the
-collector on it pauses for up to 0.3 s), tickflow does not (its structs are untracked). With
-pyorderbook's Orders built before the clock (its uuid4 and Decimal work left out), tickflow is only
-about 2x faster: pyorderbook's match does much less per command (no result objects, validation,
-idempotency, self-trade prevention or book events).
+How to read them: on this shared machine one engine's throughput moves by up to 20% from run to
+run, and pyorderbook's best run by as much, so a single run of the headline ratio can land a few
+tenths either side of its usual value. pyorderbook gains from GC off (its objects are GC-tracked;
+with the collector on it pauses for up to 0.3 s), tickflow does not (its structs are untracked).
+With pyorderbook's Orders built before the clock (its uuid4 and Decimal work left out), tickflow
+is only about 2.3x faster: pyorderbook's match does much less per command (no result objects,
+validation, idempotency, self-trade prevention or book events).
 
 Run: .venv/bin/python bench/bench_engine.py [--commands N] [--repeats R] [--json]
 From code: `from bench.bench_engine import run; run(1_000_000)` returns the dict --json prints.

@@ -1,0 +1,72 @@
+"""The trade writer: durable batches reach SQLite together, and a waiting reader never waits the linger out."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tickflow.core.types import Outcome, Trade
+from tickflow.net.trade_writer import TradeWriter
+from tickflow.store.trades import TradeStore
+
+
+def batch(seq: int) -> list[Outcome]:
+    """One durable batch of one command that made one trade (trade id = seq)."""
+    trade = Trade(seq, "ACME", 100 + seq % 7, 1 + seq % 5, 2 * seq, 2 * seq + 1, "a", "b", "buy", seq,
+                  1_700_000_000_000 + seq)
+    return [Outcome(seq, None, None, [trade], [], [])]
+
+
+class CountingStore(TradeStore):
+    inserts = 0
+
+    async def insert(self, trades: list[Trade]) -> None:
+        self.inserts += 1
+        await super().insert(trades)
+
+
+async def open_store(tmp_path: Path) -> CountingStore:
+    plain = await TradeStore.open(str(tmp_path / "trades.db"))
+    return CountingStore(plain._write, plain._read)
+
+
+async def test_batches_published_together_share_one_insert(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    writer = TradeWriter(store)
+    writer.start()
+    for seq in range(1, 201):
+        writer.publish(batch(seq))
+    await writer.caught_up(200)
+    assert store.inserts == 1
+    assert await store.count() == 200
+    await writer.stop()
+    await store.close()
+
+
+async def test_a_waiting_reader_is_served_without_waiting_out_the_linger(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    writer = TradeWriter(store, linger=600.0)  # a linger no test would sit through
+    writer.start()
+    writer.publish(batch(1))
+    await asyncio.sleep(0.01)  # the writer is now lingering
+    await asyncio.wait_for(writer.caught_up(1), 30)
+    assert [t["tradeId"] for t in await store.trades("ACME", 0, 10)] == [1]
+    writer.publish(batch(2))
+    await asyncio.wait_for(writer.stop(), 30)  # stopping flushes what is pending, linger or not
+    assert await store.count() == 2
+    await store.close()
+
+
+async def test_trades_published_during_an_insert_get_their_own_turn(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    writer = TradeWriter(store, linger=0.001)
+    writer.start()
+    for seq in range(1, 51):
+        writer.publish(batch(seq))
+        if seq % 10 == 0:
+            await asyncio.sleep(0.005)
+    await asyncio.wait_for(writer.caught_up(50), 30)
+    assert await store.count() == 50
+    assert 1 < store.inserts <= 50
+    await writer.stop()
+    await store.close()

@@ -228,7 +228,9 @@ def render(r: dict[str, Any], commands: list[str]) -> str:
              "Written by `python bench/results.py` (a section re-run with `--only` replaces just that section; "
              "the commands at the end say what produced each), on this machine:", ""]
     lines += [f"- {k}: {v}" for k, v in m.items()]
-    lines += ["", "The machine is shared and noisy: repeats vary by up to 2×. Ratios are measured in one run.", "",
+    lines += ["", "The machine is shared and noisy: repeats vary by up to 2×, and its disk's fdatasync latency drifts "
+              "within minutes. Ratios compare modes measured in alternating rounds of one run; each round's "
+              "ratio is listed beside the bars.", "",
               "## Latency by path", "",
               "End-to-end rows: 64 clients, one order in flight each (90% limits that rest or cross, 10% cancels), "
               "load generator in a separate process on the same 2 cores. In-process rows: 64 submitter tasks "

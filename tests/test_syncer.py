@@ -108,3 +108,47 @@ async def test_a_log_with_injected_file_operations_keeps_the_sync_thread(tmp_pat
     assert isinstance(sequencer._syncer, ThreadSyncer)
     assert (await sequencer.submit(AddSymbol("ACME"))).error is None
     await sequencer.stop()
+
+
+def helper_of(server_pid: int) -> int:
+    """The sync helper among a server's child processes."""
+    with open(f"/proc/{server_pid}/task/{server_pid}/children") as f:
+        children = [int(pid) for pid in f.read().split()]
+    for pid in children:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"sync_helper.py" in f.read():
+                return pid
+    raise AssertionError(f"no sync helper among {children}")
+
+
+async def test_a_server_whose_sync_helper_dies_refuses_orders_says_why_and_restarts_whole(server) -> None:  # type: ignore[no-untyped-def]
+    import aiohttp
+
+    headers = {"Authorization": "Bearer alice"}
+    body = {"symbol": "ACME", "side": "buy", "type": "limit", "price": 100, "qty": 5, "clientOrderId": "before"}
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{server.url}/orders", json=body, headers=headers) as r:
+            assert r.status == 200
+            placed = await r.json()
+        os.kill(helper_of(server.proc.pid), signal.SIGKILL)
+        acked = [placed]  # an order answered before the kill took effect was truly synced
+        for i in range(200):  # the server learns of the death from the pipe's end of file
+            async with s.post(f"{server.url}/orders", json=dict(body, clientOrderId=f"after-{i}"),
+                              headers=headers) as r:
+                status, answer = r.status, await r.json()
+            if status != 200:
+                break
+            acked.append(answer)
+            await asyncio.sleep(0.01)
+        assert status == 503 and "sync helper" in answer["error"], answer
+        async with s.get(f"{server.url}/health") as r:
+            assert r.status == 503 and "sync helper" in (await r.json())["error"]
+    server.restart(kill=True)
+    async with aiohttp.ClientSession() as s:
+        for ack in acked:
+            async with s.get(f"{server.url}/orders/{ack['orderId']}", headers=headers) as r:
+                assert r.status == 200 and (await r.json())["clientOrderId"] == ack["clientOrderId"]
+        async with s.post(f"{server.url}/orders", json=dict(body, clientOrderId="after-restart"),
+                          headers=headers) as r:
+            assert r.status == 200
+    assert helper_of(server.proc.pid) > 0

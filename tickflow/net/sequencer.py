@@ -21,7 +21,7 @@ from typing import Callable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Command, NewOrder, Outcome, Reason, Record
-from tickflow.store.records import decode_record, encode_record
+from tickflow.store.records import decode_record, decode_records, encode_record
 from tickflow.store.syncer import Syncer, default_syncer
 from tickflow.store.wal import Wal
 
@@ -310,25 +310,7 @@ class Sequencer:
         ts = self.clock()
         if ts < self.last_ts:
             ts = self.last_ts  # the log's time never runs backwards
-        seq = self.seq
-        records = []
-        commands = []
-        taken = batch
-        for item in batch:
-            try:
-                payload = encode_record(Record(seq + 1, ts, item.command))
-                # What is applied is what replay will read back, so a command that would not
-                # decode (a wrong field type) is refused here rather than poisoning the log.
-                commands.append(decode_record(payload).command)
-            except Exception as e:
-                if taken is batch:
-                    taken = [i for i in batch if i is not item]
-                else:
-                    taken.remove(item)
-                self._refuse([item], f"command cannot be logged: {e}", BadCommand)
-                continue
-            seq += 1
-            records.append(payload)
+        records, commands, taken = self._encode(batch, self.seq, ts)
         if not records:
             return None
         try:
@@ -351,6 +333,31 @@ class Sequencer:
         self.seq = seq
         self.stats.batch(len(taken))
         return taken, outcomes
+
+    def _encode(self, batch: list[_Item], seq: int, ts: int) -> tuple[list[bytes], list[Command], list[_Item]]:
+        """The batch's records from `seq + 1`, the commands to apply, and the items they belong to.
+
+        What is applied is what replay will read back, so each record is decoded again, and a command
+        that would not decode (a wrong field type) is refused here rather than poisoning the log."""
+        try:
+            records = [encode_record(Record(seq + i, ts, item.command)) for i, item in enumerate(batch, 1)]
+            return records, [r.command for r in decode_records(records)], batch
+        except Exception:
+            pass  # one of them is bad: find it, one by one
+        records = []
+        commands = []
+        taken = []
+        for item in batch:
+            try:
+                payload = encode_record(Record(seq + 1, ts, item.command))
+                commands.append(decode_record(payload).command)
+            except Exception as e:
+                self._refuse([item], f"command cannot be logged: {e}", BadCommand)
+                continue
+            seq += 1
+            records.append(payload)
+            taken.append(item)
+        return records, commands, taken
 
     # ------------------------------------------------------------------ durability
 

@@ -159,6 +159,11 @@ def checks(r: dict[str, Any]) -> list[str]:
         rounds = ", ".join(f"{x:.2f}" for x in c.get("group_vs_none_by_round", []))
         line(c["group_vs_none"] >= 0.8, f"in-process group commit vs none: {c['group_vs_none']:.3f}× (bar: 0.8×)"
              + (f"; by round {rounds}" if rounds else ""))
+        if "commit256" in r:
+            c = r["commit256"]
+            rounds = ", ".join(f"{x:.2f}" for x in c.get("group_vs_none_by_round", []))
+            out.append(f"  - the same with {c['submitters']} submitters: {c['group_vs_none']:.3f}×"
+                       + (f"; by round {rounds}" if rounds else ""))
     if "e2e" in r:
         q = r["e2e"]["ratios"]
         by_round = r["e2e"].get("ratios_by_round", [])
@@ -288,7 +293,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes: check the pipeline, not the figures")
     p.add_argument("--crash-rounds", type=int, default=10, help="rounds of kill -9 per mode (0 skips)")
-    p.add_argument("--only", help="comma-separated subset of engine,log,commit,e2e,bars,crash")
+    p.add_argument("--only", help="comma-separated subset of engine,log,commit,commit256,e2e,bars,crash")
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"))
     p.add_argument("--render", metavar="JSON", help="only re-render docs from a saved docs/results.json")
     args = p.parse_args()
@@ -303,6 +308,9 @@ def main() -> None:
         "engine": [PY, "bench/bench_engine.py", "--json"] + (["--commands", "100000"] if q else []),
         "log": [PY, "bench/bench_log.py", "--json"] + (["--commands", "100000", "--repeats", "1"] if q else []),
         "commit": [PY, "bench/bench_commit.py", "--json"] + (["--commands", "20000", "--order-commands", "500"] if q else []),
+        # The same at four times the concurrency: how the group/none ratio depends on submitters.
+        "commit256": [PY, "bench/bench_commit.py", "--json", "--submitters", "256", "--order-commands", "200"]
+                     + (["--commands", "20000"] if q else []),
         "e2e": [PY, "bench/bench_e2e.py", "--json"] + (["--per-client", "50", "--order-per-client", "4"] if q else []),
         "bars": [PY, "bench/bench_bars.py", "--json"] + (["--trades", "100000", "--repeats", "2"] if q else []),
     }

@@ -199,7 +199,8 @@ class Sequencer:
             duplicate = self.engine.check_duplicate(command)
             if duplicate is not None:
                 return duplicate
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        # The loop kept from start(): asyncio.get_running_loop() costs a getpid() system call.
+        future: asyncio.Future[Outcome] = (self._loop or asyncio.get_running_loop()).create_future()
         item = _Item(command, future, key)
         if key is not None:
             self._inflight[key] = item
@@ -263,6 +264,7 @@ class Sequencer:
     async def _run(self) -> None:
         items = self._items
         popleft = items.popleft
+        loop = asyncio.get_running_loop()
         group = self.durability is Durability.GROUP
         batch: list[_Item] = []
         try:
@@ -271,7 +273,7 @@ class Sequencer:
                 if not items or (group and self._unsynced >= self.queue_size):
                     if self._closing and not items:
                         return
-                    self._wakeup = asyncio.get_running_loop().create_future()
+                    self._wakeup = loop.create_future()
                     await self._wakeup
                     continue
                 n = min(len(items), self.max_batch)

@@ -131,8 +131,8 @@ async def test_screen_recovers_after_kill_9_and_restart(tmp_path: Path) -> None:
 
             await asyncio.to_thread(proc.kill)
             await until(pilot, lambda: app.market.conn.state == "reconnecting", what="reconnecting")
-            await pilot.pause()
-            assert "reconnecting" in conn_text(app)
+            # The status line repaints on its own refresh, a moment after the state changes.
+            await until(pilot, lambda: "reconnecting" in conn_text(app), what="the screen to say reconnecting")
             assert app.query_one(BookView).stale
             assert "stale" in screen_text(app, BookView)
 

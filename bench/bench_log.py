@@ -63,7 +63,6 @@ def run(commands: int = 1_000_000, repeats: int = 3) -> dict:
         size = os.path.getsize(path)
         runs = []
         hashes = set()
-        engine = None
         for _ in range(repeats):
             # The previous run's engine (a million orders) is freed before the clock starts, not
             # inside the timed region, where it would be charged to this replay.

@@ -138,6 +138,9 @@ def checks(r: dict[str, Any]) -> list[str]:
     def line(ok: bool, text: str) -> None:
         out.append(f"- {'✅' if ok else '❌'} {text}")
 
+    def by_round(ratios: list[float]) -> str:
+        return f"; by round {', '.join(f'{x:.2f}' for x in ratios)}" if ratios else ""
+
     if "engine" in r:
         headline = r["engine"].get("headline", "in_call_gc_off")
         others = []
@@ -156,21 +159,18 @@ def checks(r: dict[str, Any]) -> list[str]:
              f"replay of a {r['log']['records']:,}-record log: {r['log']['records_per_s']:,} records/s (bar: 300,000)")
     if "commit" in r:
         c = r["commit"]
-        rounds = ", ".join(f"{x:.2f}" for x in c.get("group_vs_none_by_round", []))
         line(c["group_vs_none"] >= 0.8, f"in-process group commit vs none: {c['group_vs_none']:.3f}× (bar: 0.8×)"
-             + (f"; by round {rounds}" if rounds else ""))
+             + by_round(c.get("group_vs_none_by_round", [])))
         if "commit256" in r:
             c = r["commit256"]
-            rounds = ", ".join(f"{x:.2f}" for x in c.get("group_vs_none_by_round", []))
             out.append(f"  - the same with {c['submitters']} submitters: {c['group_vs_none']:.3f}×"
-                       + (f"; by round {rounds}" if rounds else ""))
+                       + by_round(c.get("group_vs_none_by_round", [])))
     if "e2e" in r:
         q = r["e2e"]["ratios"]
-        by_round = r["e2e"].get("ratios_by_round", [])
+        rounds = r["e2e"].get("ratios_by_round", [])
 
         def e2e(name: str, ok: bool, text: str) -> None:
-            rounds = ", ".join(f"{x[name]:.2f}" for x in by_round if name in x)
-            line(ok, text + (f"; by round {rounds}" if rounds else ""))
+            line(ok, text + by_round([x[name] for x in rounds if name in x]))
 
         if "http group / none" in q:
             e2e("http group / none", q["http group / none"] >= 0.8,

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+import msgspec
 import pytest
 
 from tickflow.core.types import Trade
@@ -57,11 +58,21 @@ def reference_bars(trades: list[Trade], symbol: str, interval: int, start: int, 
     return bars
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[TradeStore]:
+@pytest.fixture(params=["one statement", "executemany"])
+async def store(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[TradeStore]:
+    """Every test runs on both insert paths: JSON batches, and row by row where SQLite lacks JSON."""
     s = await TradeStore.open(str(tmp_path / "trades.db"))
+    s._json1 = request.param == "one statement"
     yield s
     await s.close()
+
+
+async def test_every_column_is_stored_as_given(store: TradeStore, tmp_path: Path) -> None:
+    trades = [trade(1), Trade(2, "X.Y-1", 1, 2**62, 2**53 + 1, 7, "al'ice", 'b"ob', "sell", 9, 2**62 + 3)]
+    await store.insert(trades)
+    with sqlite3.connect(tmp_path / "trades.db") as db:
+        rows = db.execute("SELECT *, typeof(price), typeof(ts), typeof(symbol) FROM trades ORDER BY trade_id").fetchall()
+    assert rows == [(*msgspec.structs.astuple(t), "integer", "integer", "text") for t in trades]
 
 
 async def test_new_store_is_empty(store: TradeStore) -> None:
@@ -226,7 +237,8 @@ async def test_a_failed_insert_stores_nothing_and_spares_the_one_beside_it(store
     good = [trade(i) for i in range(1, 51)]
     broken = [trade(i) for i in range(51, 60)] + [trade(60, price=object())]  # type: ignore[arg-type]
     results = await asyncio.gather(store.insert(good), store.insert(broken), return_exceptions=True)
-    assert results[0] is None and isinstance(results[1], sqlite3.Error)
+    # Row by row, SQLite refuses the bad value mid-batch; in one statement, encoding the batch does.
+    assert results[0] is None and isinstance(results[1], (sqlite3.Error, TypeError))
     await store.insert([trade(100)])  # the next commit must not carry the broken batch's first rows
     assert await store.count() == 51
     assert [t["tradeId"] for t in await store.trades(None, 49, 10)] == [50, 100]

@@ -49,6 +49,20 @@ INSERT OR IGNORE INTO trades (trade_id, symbol, price, qty, buy_order_id, sell_o
                               buy_account, sell_account, aggressor, seq, ts)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
+# A whole batch in one statement: the rows arrive as one JSON array of trades (their wire form) and
+# SQLite unpacks it itself. executemany binds every row holding the GIL and releases it around every
+# step, so under load, with the event loop holding the GIL, the SQLite thread queued for it twice per
+# row: in a probe it managed about 3,000 rows/s beside a busy loop and slowed that loop by about 20%.
+# One statement takes the GIL once per batch. It costs SQLite about 1.5 us more per row, on its own thread.
+INSERT_JSON_SQL: Final = """
+INSERT OR IGNORE INTO trades (trade_id, symbol, price, qty, buy_order_id, sell_order_id,
+                              buy_account, sell_account, aggressor, seq, ts)
+SELECT json_extract(value, '$.tradeId'), json_extract(value, '$.symbol'), json_extract(value, '$.price'),
+       json_extract(value, '$.qty'), json_extract(value, '$.buyOrderId'), json_extract(value, '$.sellOrderId'),
+       json_extract(value, '$.buyAccount'), json_extract(value, '$.sellAccount'),
+       json_extract(value, '$.aggressor'), json_extract(value, '$.seq'), json_extract(value, '$.ts')
+FROM json_each(?)"""
+
 _WIRE_COLUMNS: Final = "trade_id, symbol, price, qty, buy_order_id, sell_order_id, aggressor, seq, ts"
 WIRE_KEYS: Final = ("tradeId", "symbol", "price", "qty", "buyOrderId", "sellOrderId", "aggressor", "seq", "ts")
 
@@ -91,9 +105,11 @@ class TradeStore:
     Two connections so a long read (a day of bars) never holds up inserts; WAL lets them overlap.
     """
 
-    def __init__(self, write: aiosqlite.Connection, read: aiosqlite.Connection) -> None:
+    def __init__(self, write: aiosqlite.Connection, read: aiosqlite.Connection, json1: bool = True) -> None:
         self._write = write
         self._read = read
+        self._json1 = json1
+        """SQLite has its JSON functions (built in since 3.38, and in most older builds): one statement per batch."""
         self._insert_lock = asyncio.Lock()
 
     @classmethod
@@ -106,12 +122,17 @@ class TradeStore:
             for sql in CREATE_INDEXES:
                 await write.execute(sql)
             await write.commit()
+            try:
+                await write.execute_fetchall("SELECT json_extract('[1]', '$[0]')")
+                json1 = True
+            except aiosqlite.OperationalError:
+                json1 = False
             # An in-memory database is private to its connection, so it has to read through the writer.
             read = write if path == ":memory:" else await aiosqlite.connect(path)
         except BaseException:
             await write.close()
             raise
-        return cls(write, read)
+        return cls(write, read, json1)
 
     async def max_trade_id(self) -> int:
         rows = await self._read.execute_fetchall(MAX_TRADE_ID_SQL)
@@ -125,13 +146,14 @@ class TradeStore:
         """Store `trades` in one transaction; trade ids already stored are skipped (replays insert again)."""
         if not trades:
             return
-        # Trade's field order is the column order of INSERT_SQL.
-        rows = [msgspec.structs.astuple(trade) for trade in trades]
         # Without the lock two inserts would share the connection's open transaction: one's commit
         # would commit the other's half, and one's rollback would undo the other's rows.
         async with self._insert_lock:
             try:
-                await self._write.executemany(INSERT_SQL, rows)
+                if self._json1:
+                    await self._write.execute(INSERT_JSON_SQL, (msgspec.json.encode(trades),))
+                else:  # Trade's field order is the column order of INSERT_SQL.
+                    await self._write.executemany(INSERT_SQL, [msgspec.structs.astuple(t) for t in trades])
                 await self._write.commit()
             except BaseException:
                 await self._write.rollback()

@@ -225,8 +225,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def run(per_client: int = 400, order_per_client: int = 15, modes: tuple[str, ...] = ("none", "group", "order"),
-        transports: tuple[str, ...] = ("http", "ws"), seed: int = 1, rounds: int = 4) -> dict[str, Any]:
+def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...] = ("none", "group", "order"),
+        transports: tuple[str, ...] = ("http", "ws"), seed: int = 1, rounds: int = 8) -> dict[str, Any]:
     """Measure every (transport, mode) pair and the bare endpoint; returns the figures.
 
     One server per mode (and the bare one) runs throughout. The none and group pairs and the bare
@@ -306,11 +306,11 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--per-client", type=int, default=400, help="orders per client (none and group)")
+    p.add_argument("--per-client", type=int, default=800, help="orders per client (none and group)")
     p.add_argument("--order-per-client", type=int, default=15, help="orders per client in durability=order")
     p.add_argument("--modes", default="none,group,order")
     p.add_argument("--transports", default="http,ws")
-    p.add_argument("--rounds", type=int, default=4, help="none, group and bare take turns this many times")
+    p.add_argument("--rounds", type=int, default=8, help="none, group and bare take turns this many times")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args()
     results = run(args.per_client, args.order_per_client, tuple(args.modes.split(",")),

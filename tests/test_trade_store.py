@@ -71,7 +71,8 @@ async def test_every_column_is_stored_as_given(store: TradeStore, tmp_path: Path
     trades = [trade(1), Trade(2, "X.Y-1", 1, 2**62, 2**53 + 1, 7, "al'ice", 'b"ob', "sell", 9, 2**62 + 3)]
     await store.insert(trades)
     with sqlite3.connect(tmp_path / "trades.db") as db:
-        rows = db.execute("SELECT *, typeof(price), typeof(ts), typeof(symbol) FROM trades ORDER BY trade_id").fetchall()
+        rows = db.execute("SELECT *, typeof(price), typeof(ts), typeof(symbol) FROM trades ORDER BY trade_id")
+        rows = rows.fetchall()
     assert rows == [(*msgspec.structs.astuple(t), "integer", "integer", "text") for t in trades]
 
 

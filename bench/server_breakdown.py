@@ -5,7 +5,7 @@
 
 A `tickflow serve` child runs with a timer around each stage of the order path (the sequencer's
 steps, the engine, the log write, the fsync hand-off, the feed, the HTTP codec) and a GC callback;
-64 clients then place orders as in bench_e2e.py. Each timer costs about 0.1 us a call, so stages
+64 clients then place orders as in bench_e2e.py. Each timer costs 0.1-0.2 us a call, so stages
 called per command read a little high. CPU per thread comes from /proc: the event loop's thread
 against the rest (SQLite's threads) and the fsync helper process.
 

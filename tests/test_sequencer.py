@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from helpers.aio import started, until
 from helpers.fileops import GatedOps
-from helpers.logs import replayed
+from helpers.logs import open_log, replayed
 
 from tickflow.core.types import AddSymbol, Cancel, NewOrder, Outcome, Reason
 from tickflow.net.sequencer import BadCommand, Sequencer, SequencerStopped
@@ -126,6 +127,53 @@ async def test_listeners_see_durable_batches_in_order_and_a_broken_one_is_ignore
     await sequencer.stop()
     assert seen == list(range(1, 202))
     assert not sequencer.failed
+
+
+class ManualSyncer:
+    """A Syncer whose syncs return when the test says so (each one really syncs the log file first)."""
+
+    parallel = 1
+
+    def __init__(self, wal: Wal) -> None:
+        self.wal = wal
+        self.requests: list[int] = []
+        self.done: Callable[[int, str | None, float], None] | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop, done: Callable[[int, str | None, float], None]) -> None:
+        self.done = done
+
+    def request(self, ticket: int) -> None:
+        self.requests.append(ticket)
+
+    def finish(self, ticket: int) -> None:
+        assert self.done is not None
+        self.wal.sync()
+        self.done(ticket, None, 0.0)
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_returned_sync_starts_the_next_before_its_batches_are_answered(path: str) -> None:
+    wal, engine, _ = open_log(path, None)
+    syncer = ManualSyncer(wal)
+    sequencer = Sequencer(engine, wal, "group", syncer=syncer)
+    await sequencer.start()
+    syncs_asked_when_published: list[int] = []
+    sequencer.listeners.append(lambda batch: syncs_asked_when_published.append(len(syncer.requests)))
+    first = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
+    await until(lambda: len(syncer.requests) == 1, what="the first sync")
+    second = asyncio.create_task(sequencer.submit(order(1)))
+    await until(lambda: sequencer.seq == 2, what="the second batch, written while the first syncs")
+    assert len(syncer.requests) == 1 and not first.done()  # one sync at a time, and no answer before it
+    syncer.finish(syncer.requests[0])
+    # The disk was asked for the second batch before the first one was published (and answered).
+    assert syncs_asked_when_published == [2]
+    assert (await first).seq == 1 and not second.done()
+    syncer.finish(syncer.requests[1])
+    assert (await second).seq == 2 and syncs_asked_when_published == [2, 2]
+    await sequencer.stop()
+    assert replayed(path)[1].records == 2
 
 
 # ------------------------------------------------------------------ idempotent retries

@@ -5,9 +5,9 @@
 
 In `group` mode the fdatasync starts as soon as a batch is written, so the disk works while the
 batch is matched (store/syncer.py: in a helper process for a real file). A sync covers every batch
-written before it began; when it returns those batches are answered, in order, and the next sync
-starts at once over whatever was written meanwhile. Nothing is resolved or published before a sync
-that began after its record was written has returned.
+written before it began; when it returns the next sync starts at once over whatever was written
+meanwhile, and then those batches are answered, in order. Nothing is resolved or published before a
+sync that began after its record was written has returned.
 """
 
 from __future__ import annotations
@@ -377,6 +377,9 @@ class Sequencer:
             self._fail([], error)
         else:
             self.stats.sync(seconds)
+        # The next sync first, so the disk works while these callers are answered and published.
+        if self._written > self._covered and not self.failed and self._syncs < self._syncer.parallel:
+            self._start_sync()
         while unacked and (self.failed or unacked[0][0] <= upto):
             _, batch, outcomes = unacked.popleft()
             self._unsynced -= len(batch)
@@ -384,8 +387,6 @@ class Sequencer:
                 self._refuse(batch, self.failed)
             else:
                 self._resolve(batch, outcomes)
-        if self._written > self._covered and not self.failed and self._syncs < self._syncer.parallel:
-            self._start_sync()
         if self._wakeup is not None:
             self._wake()
         if not self._syncs and self._synced_all is not None and not self._synced_all.done():

@@ -39,7 +39,7 @@ STAGES: tuple[tuple[int, str, str | None, str, str], ...] = (
     (1, "tickflow.net.sequencer", "Sequencer", "_encode", "encode records, decode them back"),
     (1, "tickflow.store.wal", "Wal", "append", "frame and write the batch"),
     (1, "tickflow.core.engine", "Engine", "apply", "match one command"),
-    (1, "tickflow.store.syncer", "ProcessSyncer", "request", "ask the helper for an fdatasync"),
+    (1, "tickflow.store.syncer", "ProcessSyncer", "grown", "tell the fsync helper the log grew"),
     (0, "tickflow.net.sequencer", "Sequencer", "_synced", "a sync returned: answer what it covers"),
     (0, "tickflow.net.sequencer", "Sequencer", "_resolve", "resolve callers, call listeners"),
     (1, "tickflow.net.feed", "Feed", "publish", "market data mirrors and subscribers"),

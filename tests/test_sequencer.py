@@ -130,48 +130,49 @@ async def test_listeners_see_durable_batches_in_order_and_a_broken_one_is_ignore
 
 
 class ManualSyncer:
-    """A Syncer whose syncs return when the test says so (each one really syncs the log file first)."""
-
-    parallel = 1
+    """A Syncer whose syncs return when the test says so, covering as many bytes as it says."""
 
     def __init__(self, wal: Wal) -> None:
         self.wal = wal
-        self.requests: list[int] = []
+        self.busy = False
+        self.sizes: list[int] = []
         self.done: Callable[[int, str | None, float], None] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop, done: Callable[[int, str | None, float], None]) -> None:
         self.done = done
 
-    def request(self, ticket: int) -> None:
-        self.requests.append(ticket)
+    def grown(self, size: int) -> None:
+        self.sizes.append(size)
+        self.busy = True
 
-    def finish(self, ticket: int) -> None:
+    def finish(self, upto: int) -> None:
         assert self.done is not None
         self.wal.sync()
-        self.done(ticket, None, 0.0)
+        self.busy = upto < self.sizes[-1]
+        self.done(upto, None, 0.0)
 
     def close(self) -> None:
         pass
 
 
-async def test_a_returned_sync_starts_the_next_before_its_batches_are_answered(path: str) -> None:
+async def test_a_sync_answers_exactly_the_batches_within_the_bytes_it_made_durable(path: str) -> None:
     wal, engine, _ = open_log(path, None)
     syncer = ManualSyncer(wal)
     sequencer = Sequencer(engine, wal, "group", syncer=syncer)
     await sequencer.start()
-    syncs_asked_when_published: list[int] = []
-    sequencer.listeners.append(lambda batch: syncs_asked_when_published.append(len(syncer.requests)))
+    published: list[list[int]] = []
+    sequencer.listeners.append(lambda batch: published.append([o.seq for o in batch]))
     first = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
-    await until(lambda: len(syncer.requests) == 1, what="the first sync")
+    await until(lambda: len(syncer.sizes) == 1, what="the first batch written")
     second = asyncio.create_task(sequencer.submit(order(1)))
-    await until(lambda: sequencer.seq == 2, what="the second batch, written while the first syncs")
-    assert len(syncer.requests) == 1 and not first.done()  # one sync at a time, and no answer before it
-    syncer.finish(syncer.requests[0])
-    # The disk was asked for the second batch before the first one was published (and answered).
-    assert syncs_asked_when_published == [2]
-    assert (await first).seq == 1 and not second.done()
-    syncer.finish(syncer.requests[1])
-    assert (await second).seq == 2 and syncs_asked_when_published == [2, 2]
+    await until(lambda: len(syncer.sizes) == 2, what="the second batch, written while the first syncs")
+    assert sequencer.seq == 2 and not first.done() and published == []
+    syncer.finish(syncer.sizes[1] - 1)  # one byte short of the second batch
+    assert (await first).seq == 1 and published == [[1]]
+    await asyncio.sleep(0.01)
+    assert not second.done()
+    syncer.finish(syncer.sizes[1])
+    assert (await second).seq == 2 and published == [[1], [2]]
     await sequencer.stop()
     assert replayed(path)[1].records == 2
 

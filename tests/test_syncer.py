@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import signal
 from pathlib import Path
 
 import pytest
 from helpers.aio import started, until
-from helpers.logs import replayed
+from helpers.logs import open_log, replayed
 
 from tickflow.core.types import AddSymbol, NewOrder
 from tickflow.net.sequencer import SequencerStopped
@@ -82,21 +83,94 @@ class PipeLog:
         self.failed = self.failed or why
 
 
-@pytest.mark.parametrize("parallel", [1, 3])
-async def test_a_failed_fdatasync_in_the_helper_is_reported_with_its_errno(parallel: int) -> None:
+async def test_a_failed_fdatasync_in_the_helper_is_reported_with_its_errno() -> None:
     log = PipeLog()
-    syncer = ProcessSyncer(log, parallel)  # type: ignore[arg-type]
+    syncer = ProcessSyncer(log)  # type: ignore[arg-type]
     answers: list[tuple[int, str | None]] = []
-    syncer.start(asyncio.get_running_loop(), lambda ticket, error, seconds: answers.append((ticket, error)))
-    for ticket in (1, 2, 3):
-        syncer.request(ticket)
-    await until(lambda: len(answers) == 3, what="three answers")
+    syncer.start(asyncio.get_running_loop(), lambda size, error, seconds: answers.append((size, error)))
+    syncer.grown(10)
+    await until(lambda: len(answers) == 1, what="the answer")
+    assert not syncer.busy
+    syncer.grown(20)  # after a failure, nothing more is synced: every later caller hears why
+    await until(lambda: len(answers) == 2, what="the second answer")
     syncer.close()
-    assert sorted(t for t, _ in answers) == [1, 2, 3]
     assert all(e is not None and "Errno 22" in e and "pipe-log" in e for _, e in answers)
     assert log.failed is not None and "fdatasync" in log.failed
     os.close(log.read_end)
     os.close(log.write_end)
+
+
+async def test_a_thread_syncer_starts_the_next_sync_before_it_reports_the_last(tmp_path: Path) -> None:
+    from helpers.fileops import GatedOps
+
+    ops = GatedOps()
+    wal, _, _ = open_log(str(tmp_path / "x.wal"), ops)
+    syncer = ThreadSyncer(wal)
+    reports: list[tuple[int, bool]] = []
+    syncer.start(asyncio.get_running_loop(), lambda size, error, seconds: reports.append((size, syncer.busy)))
+    wal.append([b"first"])
+    syncer.grown(first := wal.size)
+    await until(ops.entered.is_set, what="the first sync")
+    wal.append([b"second"])
+    syncer.grown(wal.size)  # a sync is running: this one waits for it
+    ops.gate.set()
+    await until(lambda: len(reports) == 2, what="both syncs")
+    assert reports == [(first, True), (wal.size, False)] and ops.syncs == 2
+    syncer.close()
+    wal.close()
+
+
+class CountingSyncer(ProcessSyncer):
+    """The helper process syncer, counting how often it had to wake the helper."""
+
+    asks = 0
+
+    def _ask(self) -> None:
+        self.asks += 1
+        super()._ask()
+
+
+async def test_the_helper_syncs_again_by_itself_when_the_log_grew_during_a_sync(tmp_path: Path) -> None:
+    wal, _, _ = open_log(str(tmp_path / "x.wal"))
+    syncer = CountingSyncer(wal)
+    reports: list[int] = []
+    syncer.start(asyncio.get_running_loop(), lambda size, error, seconds: reports.append(size))
+    for megabytes in (16, 64, 256):  # a sync long enough for the second write to land inside it
+        wal.append([b"x" * (megabytes << 20)])
+        syncer.grown(wal.size)
+        await asyncio.sleep(0.02)
+        if reports:  # that sync was already over: make the next one longer
+            await until(lambda: not syncer.busy, what="the syncer idle")
+            reports.clear()
+            syncer.asks = 0
+            continue
+        wal.append([b"during"])
+        syncer.grown(wal.size)
+        await until(lambda: not syncer.busy, what="the syncer idle")
+        assert reports[-1] == wal.size and syncer.asks == 1
+        break
+    else:
+        pytest.skip("this disk synced 256 MiB in under 20 ms")
+    syncer.close()
+    wal.close()
+
+
+async def test_a_write_the_helper_missed_before_answering_is_asked_for_after_the_answer(tmp_path: Path) -> None:
+    """The helper saw no growth and stopped, but the log grew before the loop read its answer."""
+    wal, _, _ = open_log(str(tmp_path / "x.wal"))
+    syncer = CountingSyncer(wal)
+    reports: list[int] = []
+    syncer.start(asyncio.get_running_loop(), lambda size, error, seconds: reports.append(size))
+    wal.append([b"first"])
+    syncer.grown(wal.size)
+    time.sleep(1.0)  # the event loop is busy: the helper syncs, finds nothing new, answers, waits
+    wal.append([b"second"])
+    syncer.grown(wal.size)  # the answer is unread: as far as the loop knows, the helper is still busy
+    assert syncer.asks == 1
+    await until(lambda: not syncer.busy and reports[-1:] == [wal.size], what="the second write synced")
+    assert syncer.asks == 2
+    syncer.close()
+    wal.close()
 
 
 async def test_a_log_with_injected_file_operations_keeps_the_sync_thread(tmp_path: Path) -> None:

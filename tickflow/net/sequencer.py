@@ -5,9 +5,9 @@
 
 In `group` mode the fdatasync starts as soon as a batch is written, so the disk works while the
 batch is matched (store/syncer.py: in a helper process for a real file). A sync covers every batch
-written before it began; when it returns the next sync starts at once over whatever was written
-meanwhile, and then those batches are answered, in order. Nothing is resolved or published before a
-sync that began after its record was written has returned.
+written before it began; when it returns the next sync has already started over whatever was written
+meanwhile, and those batches are answered, in order. Nothing is resolved or published before a sync
+that began after its record was written has returned.
 """
 
 from __future__ import annotations
@@ -137,10 +137,8 @@ class Sequencer:
         self._room: deque[asyncio.Future[None]] = deque()
         self._inflight: dict[tuple[str, str], _Item] = {}
         self._unacked: deque[tuple[int, list[_Item], list[Outcome]]] = deque()
-        self._written = 0
-        self._covered = 0
+        """(the log's size after the batch, the batch, its outcomes): written, not yet durable."""
         self._unsynced = 0
-        self._syncs = 0
         self._synced_all: asyncio.Future[None] | None = None
         self._syncer = syncer if syncer is not None else default_syncer(wal)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -289,7 +287,7 @@ class Sequencer:
                 if self.durability is Durability.NONE:
                     self._resolve(*done)
                 else:
-                    self._unacked.append((self._written, *done))
+                    self._unacked.append((self.wal.size, *done))
                     self._unsynced += len(done[0])
                     if not group:
                         await self._synced_all_future()
@@ -299,7 +297,7 @@ class Sequencer:
             self._fail(batch, f"sequencer failed: {e!r}")
             self._refuse(list(items), self.failed or "sequencer failed")
             items.clear()
-            if not self._syncs:
+            if not self._syncer.busy:
                 for _, written, _ in self._unacked:
                     self._refuse(written, self.failed or "sequencer failed")
                 self._unacked.clear()
@@ -322,10 +320,7 @@ class Sequencer:
             return None
         self.last_ts = ts
         if self.durability is not Durability.NONE:
-            # The records are in the file: the sync can run while they are matched.
-            self._written += 1
-            if self._syncs < self._syncer.parallel:
-                self._start_sync()
+            self._syncer.grown(self.wal.size)  # in the file: the sync can run while they are matched
         apply = self.engine.apply
         outcomes = []
         seq = self.seq
@@ -363,23 +358,13 @@ class Sequencer:
 
     # ------------------------------------------------------------------ durability
 
-    def _start_sync(self) -> None:
-        """Sync everything written so far; `_synced` answers the batches it covers."""
-        upto = self._covered = self._written
-        self._syncs += 1
-        self._syncer.request(upto)
-
     def _synced(self, upto: int, error: str | None, seconds: float) -> None:
-        """A sync that began after batch `upto` was written has returned: answer every batch up to it."""
-        self._syncs -= 1
+        """A sync returned: the log's first `upto` bytes are durable; answer every batch within them."""
         unacked = self._unacked
         if error is not None:
             self._fail([], error)
         else:
             self.stats.sync(seconds)
-        # The next sync first, so the disk works while these callers are answered and published.
-        if self._written > self._covered and not self.failed and self._syncs < self._syncer.parallel:
-            self._start_sync()
         while unacked and (self.failed or unacked[0][0] <= upto):
             _, batch, outcomes = unacked.popleft()
             self._unsynced -= len(batch)
@@ -389,12 +374,12 @@ class Sequencer:
                 self._resolve(batch, outcomes)
         if self._wakeup is not None:
             self._wake()
-        if not self._syncs and self._synced_all is not None and not self._synced_all.done():
+        if not self._syncer.busy and self._synced_all is not None and not self._synced_all.done():
             self._synced_all.set_result(None)
 
     async def _synced_all_future(self) -> None:
-        """Wait until no sync is running (order mode: the one just started)."""
-        if self._syncs:
+        """Wait until everything written is durable (order mode: the one command just written)."""
+        if self._syncer.busy:
             self._synced_all = asyncio.get_running_loop().create_future()
             await self._synced_all
 

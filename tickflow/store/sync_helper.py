@@ -1,47 +1,39 @@
 """The fdatasync helper process (see syncer.ProcessSyncer); run by path, it imports only the standard library.
 
-    python -I -S sync_helper.py LOG_FD REQUESTS_FD REPLIES_FD PARALLEL
+    python -I -S sync_helper.py LOG_FD REQUESTS_FD REPLIES_FD
 
-Each request is a ticket; the helper answers it with (ticket, errno or 0, seconds) once an fdatasync
-of the log that began after the request was read has returned. It exits when the requests pipe
-closes, or with its parent.
+A request wakes it. It notes the log's size, runs fdatasync, and answers (that size, errno or 0,
+seconds, again): everything before that size is durable. `again` says the file grew during the
+sync and it is already syncing again; it goes back to waiting for a request only after an answer
+with `again` false. It exits when the requests pipe closes, or with its parent.
 """
 
 import errno
 import os
 import struct
 import sys
-import threading
 import time
 
 REQUEST = struct.Struct("<q")
-REPLY = struct.Struct("<qid")  # ticket, errno (0: synced), seconds
+REPLY = struct.Struct("<qid?")  # bytes synced, errno (0: synced), seconds, syncing again already
 
 
-def serve(fd: int, requests: int, replies: int, parallel: int) -> None:
-    lock = threading.Lock()
-
-    def worker() -> None:
-        while True:
-            data = os.read(requests, REQUEST.size)  # a pipe hands each 8-byte write to one reader whole
-            if len(data) < REQUEST.size:
-                return
-            (ticket,) = REQUEST.unpack(data)
+def serve(fd: int, requests: int, replies: int) -> None:
+    while True:
+        if len(os.read(requests, REQUEST.size)) < REQUEST.size:  # one 8-byte write arrives whole
+            return
+        again = True
+        while again:
+            size = os.fstat(fd).st_size
             started = time.perf_counter()
             try:
                 os.fdatasync(fd)
                 code = 0
             except OSError as e:
                 code = e.errno or errno.EIO
-            reply = REPLY.pack(ticket, code, time.perf_counter() - started)
-            with lock:
-                os.write(replies, reply)
-
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, parallel))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+            seconds = time.perf_counter() - started
+            again = code == 0 and os.fstat(fd).st_size > size
+            os.write(replies, REPLY.pack(size, code, seconds, again))
 
 
 def die_with_parent() -> None:
@@ -58,4 +50,4 @@ if __name__ == "__main__":
     die_with_parent()
     if os.getppid() == 1:  # the parent died before prctl took effect
         sys.exit(0)
-    serve(*(int(a) for a in sys.argv[1:5]))
+    serve(*(int(a) for a in sys.argv[1:4]))

@@ -1,13 +1,17 @@
-"""Where the log's fdatasync runs, off the event loop: a thread pool, or a helper process.
+"""Where the log's fdatasync runs, off the event loop: a thread, or a helper process.
 
-The sequencer asks `request(ticket)` after writing; the syncer calls `done(ticket, error, seconds)`
-on the event loop once an fdatasync that began after the request has returned. Several requests may
-be in flight at once (up to `parallel`); each covers everything written before it was made.
+The sequencer calls `grown(size)` after each write; the syncer calls `done(size, error, seconds)` on
+the event loop each time an fdatasync returns, `size` being how much of the file that sync made
+durable (everything written before it began). One sync runs at a time, and a syncer starts the next
+one itself, before it reports, whenever the file grew during the last: the disk never waits for the
+event loop to notice. `busy` is False only when everything written so far is durable (or failed).
 
 Why a helper process: a sync thread must take the GIL back to report, and the event loop thread
 holds it while matching, so completions arrive late exactly when the writer is busiest. A helper
 process shares the open file (fdatasync syncs the file, whoever wrote it) and answers through a
-pipe the loop watches; it never waits for this process's GIL.
+pipe the loop watches; it never waits for this process's GIL. It goes on to the next sync as soon
+as it sees the file has grown, rather than waiting for a busy event loop to read its answer and ask
+again (under WebSocket load an answer could wait a whole loop turn, up to a millisecond or more).
 """
 
 from __future__ import annotations
@@ -24,28 +28,29 @@ from typing import Callable, Protocol
 from tickflow.store.wal import OsFileOps, Wal
 
 Done = Callable[[int, "str | None", float], None]
-"""(ticket, why the sync failed or None, seconds it took)"""
+"""(bytes of the log now durable, why the sync failed or None, seconds it took)"""
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync_helper.py")
-REQUEST = struct.Struct("<q")
-REPLY = struct.Struct("<qid")  # ticket, errno (0: synced), seconds: as in sync_helper.py
+REQUEST = struct.Struct("<q")  # the log's size when asked: as in sync_helper.py
+REPLY = struct.Struct("<qid?")  # bytes synced, errno (0: synced), seconds, syncing again already
 
 
 class Syncer(Protocol):
-    parallel: int
+    busy: bool
 
     def start(self, loop: asyncio.AbstractEventLoop, done: Done) -> None: ...
-    def request(self, ticket: int) -> None: ...
+    def grown(self, size: int) -> None: ...
     def close(self) -> None: ...
 
 
 class ThreadSyncer:
-    """fdatasync through `Wal.sync` in a pool of threads (honours the Wal's FileOps, so tests can inject faults)."""
+    """fdatasync through `Wal.sync` on a thread (honours the Wal's FileOps, so tests can inject faults)."""
 
-    def __init__(self, wal: Wal, parallel: int = 1) -> None:
+    def __init__(self, wal: Wal) -> None:
         self.wal = wal
-        self.parallel = parallel
-        self._executor = ThreadPoolExecutor(parallel, thread_name_prefix="tickflow-fsync")
+        self.busy = False
+        self._want = 0
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="tickflow-fsync")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: Done | None = None
 
@@ -53,16 +58,23 @@ class ThreadSyncer:
         self._loop = loop
         self._done = done
 
-    def request(self, ticket: int) -> None:
-        loop, done = self._loop, self._done
-        assert loop is not None and done is not None
+    def grown(self, size: int) -> None:
+        self._want = max(self._want, size)
+        if not self.busy:
+            self._sync()
+
+    def _sync(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        self.busy = True
+        upto = self._want
 
         def finished(f: "asyncio.Future[tuple[str | None, float]]") -> None:
-            loop.call_soon_threadsafe(done, ticket, *f.result())
+            loop.call_soon_threadsafe(self._finished, upto, *f.result())
 
-        self._executor.submit(self._sync).add_done_callback(finished)  # type: ignore[arg-type]
+        self._executor.submit(self._run).add_done_callback(finished)  # type: ignore[arg-type]
 
-    def _sync(self) -> tuple[str | None, float]:
+    def _run(self) -> tuple[str | None, float]:
         started = time.perf_counter()
         try:
             self.wal.sync()
@@ -70,22 +82,32 @@ class ThreadSyncer:
             return str(e) or repr(e), time.perf_counter() - started
         return None, time.perf_counter() - started
 
+    def _finished(self, upto: int, error: str | None, seconds: float) -> None:
+        assert self._done is not None
+        self.busy = False
+        if error is None and self._want > upto:
+            self._sync()  # the next one first: the disk works while the sequencer answers
+        self._done(upto, error, seconds)
+
     def close(self) -> None:
         self._executor.shutdown(wait=True)
 
 
 class ProcessSyncer:
-    """fdatasync in a helper process that shares the log's file descriptor; answers come through a pipe."""
+    """fdatasync in a helper process that shares the log's file descriptor; answers come through a pipe.
 
-    def __init__(self, wal: Wal, parallel: int = 1) -> None:
+    The helper is asked only when it is idle; while it is busy it sees growth for itself (it compares
+    the file's size before and after each sync) and says in each answer whether it is syncing again."""
+
+    def __init__(self, wal: Wal) -> None:
         self.wal = wal
-        self.parallel = parallel
+        self.busy = False
+        self._want = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: Done | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._req = -1
         self._resp = -1
-        self._pending: set[int] = set()
         self._buf = b""
         self._dead: str | None = None
 
@@ -97,7 +119,7 @@ class ProcessSyncer:
         resp_r, resp_w = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", HELPER, str(fd), str(req_r), str(resp_w), str(self.parallel)],
+                [sys.executable, "-I", "-S", HELPER, str(fd), str(req_r), str(resp_w)],
                 pass_fds=(fd, req_r, resp_w), stdin=subprocess.DEVNULL, close_fds=True,
             )
         finally:
@@ -113,19 +135,23 @@ class ProcessSyncer:
         """The helper process, once started."""
         return self._proc.pid if self._proc is not None else None
 
-    def request(self, ticket: int) -> None:
+    def grown(self, size: int) -> None:
+        self._want = max(self._want, size)
         if self._dead is not None:
-            self._report(ticket, self._dead, 0.0)
-            return
-        self._pending.add(ticket)
+            self._report(self._want, self._dead, 0.0)
+        elif not self.busy:
+            self._ask()
+
+    def _ask(self) -> None:
+        self.busy = True
         try:
-            os.write(self._req, REQUEST.pack(ticket))
+            os.write(self._req, REQUEST.pack(self._want))
         except OSError as e:
             self._died(f"the sync helper is gone: {e}")
 
-    def _report(self, ticket: int, error: str | None, seconds: float) -> None:
+    def _report(self, size: int, error: str | None, seconds: float) -> None:
         assert self._loop is not None and self._done is not None
-        self._loop.call_soon(self._done, ticket, error, seconds)
+        self._loop.call_soon(self._done, size, error, seconds)
 
     def _readable(self) -> None:
         try:
@@ -141,34 +167,39 @@ class ProcessSyncer:
         buf = self._buf + data
         size = REPLY.size
         end = len(buf) - len(buf) % size
+        self._buf = buf[end:]
         done = self._done
         assert done is not None
-        for ticket, code, seconds in REPLY.iter_unpack(buf[:end]):
-            self._pending.discard(ticket)
+        for synced, code, seconds, again in REPLY.iter_unpack(buf[:end]):
             if code:
                 why = f"fdatasync of {self.wal.path} failed: [Errno {code}] {os.strerror(code)}"
                 self.wal.fail(why)
-                done(ticket, why, seconds)
-            else:
-                done(ticket, None, seconds)
-        self._buf = buf[end:]
+                self.busy = False
+                done(max(synced, self._want), why, seconds)
+                continue
+            if not again:
+                self.busy = False
+                if self._want > synced:
+                    self._ask()  # written after the helper last looked: the next one first
+            done(synced, None, seconds)
 
     def _died(self, why: str) -> None:
+        was_busy = self.busy
+        self.busy = False
         if self._dead is None:
             self._dead = why
             self.wal.fail(why)
             if self._loop is not None:
                 self._loop.remove_reader(self._resp)
-        for ticket in sorted(self._pending):
-            self._report(ticket, why, 0.0)
-        self._pending.clear()
+        if was_busy:
+            self._report(self._want, why, 0.0)
 
     def close(self) -> None:
         if self._proc is None:
             return
         if self._loop is not None and self._dead is None:
             self._loop.remove_reader(self._resp)
-        os.close(self._req)  # the helper exits on end of file, after the syncs it has taken
+        os.close(self._req)  # the helper exits on end of file, after the sync it is running
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -2,9 +2,9 @@
 
 The sequencer calls `grown(size)` after each write; the syncer calls `done(size, error, seconds)` on
 the event loop each time an fdatasync returns, `size` being how much of the file that sync made
-durable (everything written before it began). One sync runs at a time, and a syncer starts the next
-one itself, before it reports, whenever the file grew during the last: the disk never waits for the
-event loop to notice. `busy` is False only when everything written so far is durable (or failed).
+durable (everything written before it began). One sync runs at a time; when the file grew during
+one, the next starts before the last is reported (the helper process starts it by itself, without
+waiting for the event loop). `busy` is False only when everything written so far is durable (or failed).
 
 Why a helper process: a sync thread must take the GIL back to report, and the event loop thread
 holds it while matching, so completions arrive late exactly when the writer is busiest. A helper

@@ -48,6 +48,16 @@ STAGES: tuple[tuple[int, str, str | None, str, str], ...] = (
 )
 
 
+def _stage_name(module: str, owner: str | None, attr: str) -> str:
+    return f"{owner or module.rsplit('.', 1)[-1]}.{attr}"
+
+
+def _stat_ticks(stat: Path) -> int:
+    """utime + stime of one thread, from its /proc stat line (fields after the command name)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 # ------------------------------------------------------------------ inside the server
 
 
@@ -61,7 +71,7 @@ def _instrument() -> tuple[dict[str, list[float]], list[float]]:
         module = importlib.import_module(module_name)
         owner = getattr(module, owner_name) if owner_name else module
         fn = getattr(owner, attr)  # fails loudly when a stage is renamed
-        cell = totals[f"{owner_name or module_name.rsplit('.', 1)[-1]}.{attr}"] = [0.0, 0]
+        cell = totals[_stage_name(module_name, owner_name, attr)] = [0.0, 0]
 
         def timed(*args: Any, _fn: Callable[..., Any] = fn, _cell: list[float] = cell, **kwargs: Any) -> Any:
             started = clock()
@@ -113,13 +123,10 @@ def _cpu_ticks(pid: int) -> dict[str, int]:
     """CPU ticks of the server's main thread, its other threads, and its child processes."""
     out = {"event loop thread": 0, "other threads (SQLite)": 0, "fsync helper process": 0}
     for task in Path(f"/proc/{pid}/task").iterdir():
-        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        ticks = int(fields[11]) + int(fields[12])  # utime, stime
-        out["event loop thread" if int(task.name) == pid else "other threads (SQLite)"] += ticks
+        out["event loop thread" if int(task.name) == pid else "other threads (SQLite)"] += _stat_ticks(task / "stat")
         for kid in (task / "children").read_text().split():
             for kid_task in Path(f"/proc/{kid}/task").iterdir():
-                kid_fields = (kid_task / "stat").read_text().rsplit(")", 1)[1].split()
-                out["fsync helper process"] += int(kid_fields[11]) + int(kid_fields[12])
+                out["fsync helper process"] += _stat_ticks(kid_task / "stat")
     return out
 
 
@@ -151,7 +158,7 @@ def run(transport: str, durability: str, per_client: int) -> dict[str, Any]:
                     "calls": found["stages"][name][1],
                     "us_per_call": round(found["stages"][name][0] / max(1, found["stages"][name][1]) * 1e6, 2)}
                    for (depth, module, owner, attr, what) in STAGES
-                   for name in [f"{owner or module.rsplit('.', 1)[-1]}.{attr}"]],
+                   for name in [_stage_name(module, owner, attr)]],
         "gc_us_per_command": round(found["gc"][0] / n * 1e6, 2), "gc_collections": found["gc"][1],
     }
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 from typing import Callable
 
 import pytest
 from helpers.aio import started, until
-from helpers.fileops import GatedOps
+from helpers.fileops import GatedOps, PowerLossOps
 from helpers.logs import open_log, replayed
 
 from tickflow.core.types import AddSymbol, Cancel, NewOrder, Outcome, Reason
@@ -82,13 +83,24 @@ async def test_order_mode_takes_one_command_per_sync(path: str) -> None:
     await sequencer.stop()
 
 
-async def test_none_mode_never_syncs(path: str) -> None:
-    ops = GatedOps()  # the gate is never opened: a sync would block
+async def test_none_mode_never_syncs_while_serving_and_once_at_a_clean_stop(path: str) -> None:
+    ops = GatedOps()  # the gate is shut: a sync while serving would hold the answers back
     sequencer = await started(path, "none", ops)
     outcomes = await asyncio.gather(sequencer.submit(AddSymbol("ACME")),
                                     *(sequencer.submit(order(i)) for i in range(50)))
-    await sequencer.stop()
     assert len(outcomes) == 51 and ops.syncs == 0 and not ops.entered.is_set()
+    ops.gate.set()
+    await sequencer.stop()
+    assert ops.syncs == 1  # a clean stop leaves the log on the disk, not only in the page cache
+
+
+async def test_a_clean_stop_in_none_mode_survives_a_power_cut(path: str) -> None:
+    ops = PowerLossOps()
+    sequencer = await started(path, "none", ops)
+    await asyncio.gather(sequencer.submit(AddSymbol("ACME")), *(sequencer.submit(order(i)) for i in range(50)))
+    await sequencer.stop()
+    ops.cut_power(path, random.Random(1), "drop")  # the power fails: only what was synced is left
+    assert replayed(path)[1].records == 51
 
 
 # ------------------------------------------------------------------ durability before answers

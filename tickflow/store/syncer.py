@@ -209,6 +209,21 @@ class ProcessSyncer:
         self._proc = None
 
 
+class NoSyncer:
+    """durability=none: nothing is synced while serving, so no thread or helper process either."""
+
+    busy = False
+
+    def start(self, loop: asyncio.AbstractEventLoop, done: Done) -> None:
+        pass
+
+    def grown(self, size: int) -> None:
+        raise RuntimeError("durability=none never asks for a sync")
+
+    def close(self) -> None:
+        pass
+
+
 def default_syncer(wal: Wal) -> Syncer:
     """The helper process for a real file; a thread when the Wal's FileOps is not the real file system (tests)."""
     return ProcessSyncer(wal) if type(wal.ops) is OsFileOps else ThreadSyncer(wal)

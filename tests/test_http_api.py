@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -142,6 +143,7 @@ BAD_BODIES: list[tuple[Any, str | None]] = [
     ({"symbol": "NOPE", "side": "buy", "price": 100, "qty": 1}, "symbol"),
     ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "clientOrderId": "x" * 65}, "clientOrderId"),
     ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "clientOrderId": "a b"}, "clientOrderId"),
+    ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "clientOrderId": "abc\n"}, "clientOrderId"),
     ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "postOnly": True, "tif": "ioc"}, "postOnly"),
     ({"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "surprise": 1}, "surprise"),
     ([1, 2, 3], None),
@@ -189,6 +191,57 @@ async def test_malformed_and_oversized_bodies(server: ServerProcess) -> None:
         assert st == 200 and health["status"] == "ok"
 
 
+async def test_input_that_only_looks_valid_is_refused(server: ServerProcess) -> None:
+    """Deep nesting, numbers int() would take but a client never writes, a newline before the end."""
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        st, placed = await call(s, "POST", f"{u}/orders", "alice", json=order())
+        assert st == 200
+        oid = placed["orderId"]
+        _, before = await call(s, "GET", f"{u}/health")
+        for body in (b"[" * 5000 + b"]" * 5000, b'{"symbol":' * 3000):
+            for method, path in (("POST", "/orders"), ("PATCH", f"/orders/{oid}")):
+                st, err = await call(s, method, u + path, "alice", data=body)
+                assert st == 400 and err["error"].startswith("malformed JSON"), (method, err)
+        assert (await call(s, "GET", f"{u}/orders/{oid}", "alice"))[0] == 200
+        for text in (f"+{oid}", f"%20{oid}", f"{oid}%20", "%D9%A1", f"0{oid}_0", f"{oid}.0"):
+            st, err = await call(s, "GET", f"{u}/orders/{text}", "alice")
+            assert st == 404 and err["field"] == "orderId", text
+        for query in ("depth=%D9%A1", "depth=1_0", "depth=+5", "depth=%205", "depth=5.0"):
+            st, err = await call(s, "GET", f"{u}/book/ACME?{query}")
+            assert st == 400 and err["field"] == "depth", query
+        st, err = await call(s, "GET", f"{u}/trades?after=-1")
+        assert st == 400 and err["field"] == "after"
+        st, err = await call(s, "GET", f"{u}/bars")
+        assert st == 400 and err == {"error": "symbol is required", "field": "symbol"}
+        _, after = await call(s, "GET", f"{u}/health")
+        assert after["seq"] == before["seq"]
+
+
+async def test_a_wrong_method_says_which_are_allowed(server: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as s:
+        async with s.put(f"{server.url}/orders/1", headers=auth("alice")) as r:
+            assert r.status == 405 and r.content_type == "application/json" and "error" in await r.json()
+            assert set(r.headers["Allow"].split(",")) >= {"GET", "DELETE", "PATCH"}
+
+
+async def test_requests_that_are_not_http_get_a_400_and_no_traceback(server: ServerProcess) -> None:
+    requests = [b"FOO /orders HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n",
+                b"POST /orders HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"]
+    for raw in requests:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(raw)
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 10)
+        assert status_line.split()[1] == b"400", (raw[:40], status_line)
+        writer.close()
+    async with aiohttp.ClientSession() as s:
+        assert (await call(s, "GET", f"{server.url}/health"))[0] == 200
+    assert "Traceback" not in server.output()
+
+
 async def test_market_ioc_fok_and_post_only_through_http(server: ServerProcess) -> None:
     u = server.url
     async with aiohttp.ClientSession() as s:
@@ -228,11 +281,17 @@ async def test_everything_survives_a_restart(server: ServerProcess, kill: bool) 
         _, trades = await call(s, "GET", f"{u}/trades?limit=1000")
         _, bars = await call(s, "GET", f"{u}/bars?symbol=ACME")
         _, open0 = await call(s, "GET", f"{u}/orders", "acct0")
+        # The last command touches another book: each book's seq is its own last update's, after a restart too.
+        _, last = await call(s, "POST", f"{u}/orders", "acct9", json=order(symbol="GLOBEX", price=70))
+        _, globex = await call(s, "GET", f"{u}/book/GLOBEX")
+        _, book = await call(s, "GET", f"{u}/book/ACME")
+        assert book["seq"] < globex["seq"]
     assert trades, "the workload should trade"
     server.restart(kill=kill)
     assert "replayed" in server.output()
     async with aiohttp.ClientSession() as s:
         assert (await call(s, "GET", f"{u}/book/ACME"))[1] == book
+        assert (await call(s, "GET", f"{u}/book/GLOBEX"))[1] == globex
         assert (await call(s, "GET", f"{u}/trades?limit=1000"))[1] == trades
         assert (await call(s, "GET", f"{u}/bars?symbol=ACME"))[1] == bars
         assert (await call(s, "GET", f"{u}/orders", "acct0"))[1] == open0
@@ -240,7 +299,7 @@ async def test_everything_survives_a_restart(server: ServerProcess, kill: bool) 
             st, again = await call(s, "POST", f"{u}/orders", account, json=body)
             assert st == 200 and again == result
         _, new = await call(s, "POST", f"{u}/orders", "acct9", json=order(price=50))
-        assert new["orderId"] == max(r["orderId"] for _, _, r in sent) + 1
+        assert new["orderId"] == last["orderId"] + 1
 
 
 async def test_a_second_server_on_the_same_data_refuses(server: ServerProcess, tmp_path: Any) -> None:

@@ -186,6 +186,38 @@ async def test_garbage_gets_an_error_and_the_connection_keeps_working(server: Se
             assert r.status == 200
 
 
+async def test_odd_order_ids_tokens_and_sizes_over_websocket(server: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as s:
+        ws = await s.ws_connect(server.ws_url)
+        await ws.send_str("[" * 5000 + "]" * 5000)  # deeper than the JSON decoder recurses
+        (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
+        assert reply["type"] == "error" and "malformed JSON" in reply["error"]
+        await ws.send_json({"op": "auth", "token": "mm\n"})
+        (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
+        assert reply == {"type": "error", "error": "unknown token", "op": "auth"}
+        await ws.send_json({"op": "auth", "token": "mm"})
+        await receive_until(ws, lambda got: len(got) >= 1)
+        await ws.send_json({"op": "order", "id": 1, "symbol": "ACME", "side": "buy", "price": 10, "qty": 5})
+        (placed,) = await receive_until(ws, lambda got: any(m.get("type") == "result" for m in got))
+        oid = placed["body"]["orderId"]
+        requests = [{"op": "amend", "orderId": oid + 0.7, "qty": 2}, {"op": "cancel", "orderId": str(oid)},
+                    {"op": "cancel", "orderId": True}, {"op": "cancel"}, {"op": "cancel", "orderId": [oid]},
+                    {"op": "cancel", "orderId": None}]
+        for i, request in enumerate(requests, 2):
+            await ws.send_json({**request, "id": i})
+            got = await receive_until(ws, lambda got: any(m.get("type") == "result" for m in got))
+            (result,) = [m for m in got if m.get("type") == "result"]
+            assert result["status"] == 400 and result["body"]["field"] == "orderId", (request, result)
+        async with s.get(f"{server.url}/orders/{oid}", headers={"Authorization": "Bearer mm"}) as r:
+            assert (await r.json())["status"] == "new"  # neither amended nor cancelled
+        await ws.send_str('{"op": "ping"}' + " " * (64 * 1024 - 14))  # exactly 64 KiB: allowed
+        assert (await receive_until(ws, lambda got: len(got) >= 1)) == [{"type": "pong"}]
+        await ws.send_str('{"op": "ping"}' + " " * (64 * 1024 - 13))  # one byte over
+        await ws.receive(timeout=10)
+        assert ws.close_code == 1009
+    assert "Traceback" not in server.output()
+
+
 def metric(text: str, name: str) -> int:
     (line,) = [line for line in text.splitlines() if line.startswith(name + " ")]
     return int(line.split()[1])

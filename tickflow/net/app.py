@@ -26,7 +26,7 @@ from tickflow.store.trades import TradeStore
 
 log = logging.getLogger(__name__)
 
-ACCOUNT_PATTERN = re.compile(r"^[A-Za-z0-9._:@-]{1,64}$")
+ACCOUNT_PATTERN = re.compile(r"\A[A-Za-z0-9._:@-]{1,64}\Z")
 INTERVALS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "1h": 3_600_000}
 MAX_WS_IN_FLIGHT = 1024
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
@@ -70,6 +70,14 @@ def _error(status: int, message: str, field: str | None = None) -> web.Response:
     return _json(body, status)
 
 
+def _http_error(e: web.HTTPException) -> web.Response:
+    """aiohttp's own error (404, 405, ...) as a JSON body, keeping the headers it set (405's Allow)."""
+    response = _error(e.status, e.reason)
+    if "Allow" in e.headers:
+        response.headers["Allow"] = e.headers["Allow"]
+    return response
+
+
 @web.middleware
 async def errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                  ) -> web.StreamResponse:
@@ -77,7 +85,7 @@ async def errors(request: web.Request, handler: Callable[[web.Request], Awaitabl
     try:
         response = await handler(request)
         if isinstance(response, web.HTTPException) and response.status >= 400:
-            return _error(response.status, response.reason)  # e.g. the static files' own 404
+            return _http_error(response)  # e.g. the static files' own 404
         return response
     except BadRequest as e:
         return _json(e.body(), e.status)
@@ -86,7 +94,7 @@ async def errors(request: web.Request, handler: Callable[[web.Request], Awaitabl
     except web.HTTPException as e:
         if e.status < 400:
             raise
-        return _error(e.status, e.reason)
+        return _http_error(e)
     except (asyncio.TimeoutError, TimeoutError):
         return _error(503, "timed out waiting for the log to become durable")
     except asyncio.CancelledError:
@@ -115,10 +123,10 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
     text = request.query.get(name)
     if text is None or text == "":
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer, not {text!r}", name) from None
+    negative = text.startswith("-")
+    if not protocol.DIGITS.match(text[negative:]):
+        raise BadRequest(f"{name} must be an integer, not {text!r}", name)
+    value = -int(text[1:]) if negative else int(text)
     if not low <= value <= high:
         raise BadRequest(f"{name} must be between {low} and {high}", name)
     return value
@@ -191,7 +199,9 @@ async def list_orders(request: web.Request) -> web.Response:
 
 def _symbol(request: web.Request, name: str | None) -> str:
     ex = request.app[EXCHANGE]
-    if name is None or name not in ex.feed.mirrors:
+    if not name:
+        raise BadRequest("symbol is required", "symbol")
+    if name not in ex.feed.mirrors:
         raise BadRequest(f"unknown symbol {name!r}", "symbol", 404 if "symbol" in request.match_info else 400)
     return name
 
@@ -277,7 +287,8 @@ async def get_static(request: web.Request) -> web.StreamResponse:
 
 async def websocket(request: web.Request) -> web.WebSocketResponse:
     ex = request.app[EXCHANGE]
-    ws = web.WebSocketResponse(max_msg_size=MAX_BODY, heartbeat=30.0)
+    # aiohttp refuses a message of max_msg_size bytes or more; HTTP bodies may be MAX_BODY bytes.
+    ws = web.WebSocketResponse(max_msg_size=MAX_BODY + 1, heartbeat=30.0)
     await ws.prepare(request)
     sub = Subscriber(ex.feed, ws, request.transport)
     ex.feed.attach(sub)
@@ -290,7 +301,11 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
         async for msg in ws:
             ex.counters["ws_messages"] += 1
             if msg.type is WSMsgType.TEXT:
-                session.handle(msg.data)
+                try:
+                    session.handle(msg.data)
+                except Exception:  # a bug must cost one message, not the connection (or a 500 into it)
+                    log.exception("unhandled error in a WebSocket message")
+                    session.error("internal error handling the message")
             elif msg.type is WSMsgType.BINARY:
                 session.error("binary frames are not supported: send JSON text")
             elif msg.type is WSMsgType.ERROR:
@@ -381,7 +396,7 @@ class _WsSession:
     def _command(self, op: str, account: str, message: dict[str, Any]) -> Any:
         if op == "order":
             return protocol.new_order(account, message, self.ex.engine.books)
-        order_id = protocol.order_id(message.pop("orderId", None))
+        order_id = protocol.order_id_field(message.pop("orderId", None))
         if op == "cancel":
             if message:
                 raise BadRequest(f"unknown fields for cancel: {', '.join(map(str, message))}")

@@ -29,10 +29,13 @@ from tickflow.core.types import (
 MAX_BODY = 64 * 1024
 Price = Annotated[int, Meta(ge=1, le=MAX_PRICE)]
 Qty = Annotated[int, Meta(ge=1, le=MAX_QTY)]
+# \Z, not $: "$" also matches before a final newline, which would let "abc\n" in as an id.
 ClientOrderId = Annotated[
-    str, Meta(min_length=1, max_length=MAX_CLIENT_ORDER_ID, pattern=r"^[A-Za-z0-9._:-]+$")
+    str, Meta(min_length=1, max_length=MAX_CLIENT_ORDER_ID, pattern=r"\A[A-Za-z0-9._:-]+\Z")
 ]
-SYMBOL_PATTERN = re.compile(r"^[A-Z0-9._-]{1,16}$")
+SYMBOL_PATTERN = re.compile(r"\A[A-Z0-9._-]{1,16}\Z")
+DIGITS = re.compile(r"\A[0-9]{1,19}\Z")
+"""A decimal number as clients write it: ASCII digits only (int() would also take " 1", "+1", "1_0", "١")."""
 
 
 class OrderRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -105,6 +108,8 @@ def decode_json(raw: bytes | str) -> Any:
         return _json_decoder.decode(raw)
     except msgspec.DecodeError as e:
         raise BadRequest(f"malformed JSON: {e}") from None
+    except RecursionError:  # a few kilobytes of "[[[[..." go deeper than the decoder's recursion allows
+        raise BadRequest("malformed JSON: nested too deeply") from None
 
 
 def convert(data: Any, kind: type[msgspec.Struct]) -> Any:
@@ -149,13 +154,19 @@ def cancel(account: str, order_id: int) -> Cancel:
     return Cancel(account, order_id)
 
 
-def order_id(text: Any) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise BadRequest(f"order id must be a positive integer, not {text!r}", "orderId", 404) from None
-    if not 0 < value < 1 << 62:
+def order_id(text: str) -> int:
+    """An order id from a URL path: anything but a number in range names no order (404)."""
+    if not DIGITS.match(text) or not 0 < int(text) < 1 << 62:
         raise BadRequest(f"order id must be a positive integer, not {text!r}", "orderId", 404)
+    return int(text)
+
+
+def order_id_field(value: Any) -> int:
+    """An order id from a JSON message: a missing or mistyped field is a bad request (400)."""
+    if type(value) is not int:
+        raise BadRequest(f"orderId must be an integer, not {value!r}", "orderId")
+    if not 0 < value < 1 << 62:
+        raise BadRequest(f"order id must be a positive integer, not {value!r}", "orderId", 404)
     return value
 
 

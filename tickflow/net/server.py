@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Outcome, Trade
@@ -103,11 +104,20 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     wal = Wal.open(str(data / WAL_FILE))
     stored = await store.max_trade_id()
     missing: list[Trade] = []
+    # Each book's feed seq is its last update's, as the live feed keeps it (feed.publish).
+    symbol_seq: dict[str, int] = {}
+    books = engine.books
 
     def collect(outcome: Outcome) -> None:
         for trade in outcome.trades:
+            symbol_seq[trade.symbol] = outcome.seq
             if trade.trade_id > stored:
                 missing.append(trade)
+        for change in outcome.book:
+            symbol_seq[change.symbol] = outcome.seq
+        if len(books) > len(symbol_seq):  # AddSymbol: a book's seq starts at the command that listed it
+            for symbol in books:
+                symbol_seq.setdefault(symbol, outcome.seq)
 
     try:
         recovery = recover(wal, engine, collect)
@@ -125,7 +135,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     for symbol in engine.books:
         bids, asks = engine.depth(symbol)
         book = engine.books[symbol]
-        feed.load(symbol, engine.last_seq, [book.change(level) for level in bids],
+        feed.load(symbol, symbol_seq.get(symbol, engine.last_seq), [book.change(level) for level in bids],
                   [book.change(level) for level in asks], await store.recent(symbol, RECENT_TRADES))
     feed.durable_seq = engine.last_seq
 
@@ -181,10 +191,27 @@ def _settle_gc() -> None:
     gc.set_threshold(10_000, 10, 10)
 
 
+class MalformedHttpFilter(logging.Filter):
+    """aiohttp logs a request that is not valid HTTP (a bad request line, a huge header, a bad
+    Content-Length) at ERROR with a traceback; any client can send those, so they would flood the
+    log. They become one WARNING line naming the client and the problem (aiohttp answers 400)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            record.msg = f"{record.getMessage()}: {error.message or error!r}"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("aiohttp.server").addFilter(MalformedHttpFilter())
     try:
         import uvloop
         runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)

@@ -120,10 +120,100 @@ async def test_tickflow_log_checks_a_log_without_changing_it(tmp_path: Path) -> 
     before = log.read_bytes()
     out = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert "replayed 10 records" in out.stdout and "cut a torn tail" in out.stdout
+    assert out.returncode == 2, out.stderr  # torn: told apart from a clean log by the exit status
+    assert "replayed 10 records" in out.stdout and "torn tail at byte" in out.stdout
+    assert "the next server start cuts its 3 bytes" in out.stdout
     assert "orders: 8, trades: 4, open: 0" in out.stdout and "state hash: " in out.stdout
     assert log.read_bytes() == before  # checking never cuts; only a server start does
     missing = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(tmp_path / "nothing")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no log" in missing.stderr
+    log.write_bytes(before[:-3])  # the torn header gone: a clean log
+    clean = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
+                           capture_output=True, text=True, timeout=60)
+    assert clean.returncode == 0 and "torn" not in clean.stdout, clean.stdout
+    data = bytearray(before[:-3])
+    data[30] ^= 0x01
+    log.write_bytes(bytes(data))
+    corrupt = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
+                             capture_output=True, text=True, timeout=60)
+    assert corrupt.returncode == 1 and f"{log}: corrupt record at byte offset" in corrupt.stderr, corrupt.stderr
+
+
+async def test_sqlite_with_gaps_or_ahead_of_the_log_is_brought_in_line(tmp_path: Path) -> None:
+    import sqlite3
+
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        await _trade_a_little(server.url)
+        trades = await _get(f"{server.url}/trades?limit=1000")
+        bars = await _get(f"{server.url}/bars?symbol=ACME")
+        server.stop()
+        with sqlite3.connect(server.data / "trades.sqlite") as db:  # rows lost in the middle (a failed write)
+            db.execute("DELETE FROM trades WHERE trade_id IN (3, 4, 7)")
+        server.start()
+        assert "the trade store has gaps" in server.output() and "3 trades inserted" in server.output()
+        assert await _get(f"{server.url}/trades?limit=1000") == trades
+        assert await _get(f"{server.url}/bars?symbol=ACME") == bars
+        server.stop()
+        os.remove(server.data / "wal.log")  # the log is the truth: a store ahead of it must not show its trades
+        server.start()
+        assert "removed 10 trades from SQLite that the log does not hold" in server.output()
+        assert await _get(f"{server.url}/trades?limit=1000") == []
+        await _trade_a_little(server.url, 1)
+        (trade,) = await _get(f"{server.url}/trades?limit=1000")
+        assert trade["tradeId"] == 1 and trade["price"] == 100
+    finally:
+        server.kill()
+
+
+async def test_a_damaged_trade_store_is_set_aside_and_rebuilt(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        await _trade_a_little(server.url, 4)
+        trades = await _get(f"{server.url}/trades?limit=1000")
+        server.stop()
+        store = server.data / "trades.sqlite"
+        data = bytearray(store.read_bytes())
+        data[:100] = b"not a database" * 7 + b"xx"
+        store.write_bytes(bytes(data))
+        server.start()
+        assert "is damaged" in server.output() and "rebuilding it from the log" in server.output()
+        assert await _get(f"{server.url}/trades?limit=1000") == trades
+        assert [p.name for p in server.data.glob("trades.sqlite.damaged-*")]
+    finally:
+        server.kill()
+
+
+async def test_startup_failures_exit_with_a_message_and_free_the_data_directory(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    first = ServerProcess(tmp_path / "first").start()
+    try:
+        second = ServerProcess(tmp_path / "second")
+        second.port = first.port
+        with pytest.raises(RuntimeError, match=r"cannot listen on 127.0.0.1:\d+"):
+            second.start(timeout=30)  # exits: does not hang with SQLite's threads alive
+        assert "Traceback" not in second.output()
+        second.port = 0
+        second.start()  # the lock went with the process
+        second.kill()
+    finally:
+        first.kill()
+    (tmp_path / "a-file").write_text("")
+    for data, message in ((tmp_path / "a-file", "cannot use"), (tmp_path / "a-file" / "below", "cannot use")):
+        out = subprocess.run([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port", "0"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+async def test_sighup_stops_the_server_cleanly(tmp_path: Path) -> None:
+    import signal
+
+    server = ServerProcess(tmp_path / "data").start()
+    await _trade_a_little(server.url, 2)
+    assert server.proc is not None
+    server.proc.send_signal(signal.SIGHUP)
+    assert server.proc.wait(20) == 0
+    assert not (server.data / "trades.sqlite-wal").exists()  # SQLite closed properly

@@ -76,3 +76,38 @@ async def test_trades_published_during_an_insert_get_their_own_turn(tmp_path: Pa
     assert 1 < store.inserts <= 50
     await writer.stop()
     await store.close()
+
+
+class FullDiskStore(CountingStore):
+    """A real store whose next `failures` inserts fail, as SQLite does on a full disk."""
+
+    def __init__(self, store: TradeStore, failures: int) -> None:
+        super().__init__(store)
+        self.failures = failures
+
+    async def insert(self, trades: list[Trade]) -> None:
+        self.inserts += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise OSError(28, "database or disk is full")
+        await self.store.insert(trades)
+
+
+async def test_a_failed_insert_is_retried_in_order_and_readers_wait_for_it(tmp_path: Path) -> None:
+    store = FullDiskStore(await TradeStore.open(str(tmp_path / "trades.db")), failures=3)
+    writer = TradeWriter(store, linger=0.0)  # type: ignore[arg-type]
+    writer.retry_delay = 0.01
+    writer.start()
+    try:
+        writer.publish(batch(1))
+        reader = asyncio.ensure_future(writer.caught_up(1))
+        await asyncio.sleep(0.005)
+        assert writer.error is not None and "disk is full" in writer.error and not reader.done()
+        for seq in range(2, 6):  # more trades arrive while SQLite refuses: they queue behind the failed ones
+            writer.publish(batch(seq))
+        await asyncio.wait_for(writer.caught_up(5), 10)
+        assert reader.done() and writer.error is None and store.failures == 0
+        assert [t["tradeId"] for t in await store.trades("ACME", 0, 10)] == [1, 2, 3, 4, 5]
+    finally:
+        await writer.stop()
+        await store.close()  # SQLite's threads would keep the test run from exiting

@@ -176,10 +176,17 @@ async def get_order(request: web.Request) -> web.Response:
     order_id = protocol.order_id(request.match_info["order_id"])
     seq = ex.engine.last_seq
     state = ex.engine.order_state(account, order_id)
-    await ex.feed.wait_durable(seq)
+    await _durable(ex, seq)
     if state is None:
         return _json(*reversed(protocol.refusal(Reason.UNKNOWN_ORDER)))
     return _json(state)
+
+
+async def _durable(ex: Exchange, seq: int) -> None:
+    """Wait until the engine state read at `seq` is durable; a failed log never gets there."""
+    if ex.sequencer.failed and seq > ex.feed.durable_seq:
+        raise BadRequest(f"the order state is not durable and the log has failed: {ex.sequencer.failed}", None, 503)
+    await ex.feed.wait_durable(seq)
 
 
 async def list_orders(request: web.Request) -> web.Response:
@@ -190,7 +197,7 @@ async def list_orders(request: web.Request) -> web.Response:
         raise BadRequest("status must be 'open'", "status")
     seq = ex.engine.last_seq
     orders = ex.engine.open_order_states(account)
-    await ex.feed.wait_durable(seq)
+    await _durable(ex, seq)
     return _json({"orders": orders})
 
 
@@ -260,6 +267,9 @@ async def get_health(request: web.Request) -> web.Response:
     if ex.sequencer.failed:
         body["error"] = ex.sequencer.failed
         return _json(body, 503)
+    if ex.trade_writer.error:  # orders still flow; /trades and /bars wait for SQLite to take trades again
+        body["status"] = "degraded"
+        body["error"] = ex.trade_writer.error
     return _json(body)
 
 

@@ -65,7 +65,7 @@ BAR = _obj({"t": INT, "open": INT, "high": INT, "low": INT, "close": INT, "volum
             "vwap": {"type": "number"}})
 SYMBOL = _obj({"symbol": {"type": "string"}, "bestBid": NULLABLE_INT, "bestAsk": NULLABLE_INT,
                "last": NULLABLE_INT})
-HEALTH = _obj({"status": {"type": "string", "enum": ["ok", "failed"]}, "seq": INT,
+HEALTH = _obj({"status": {"type": "string", "enum": ["ok", "degraded", "failed"]}, "seq": INT,
                "durability": {"type": "string", "enum": ["none", "group", "order"]},
                "symbols": {"type": "array", "items": {"type": "string"}}, "uptimeSeconds": {"type": "number"},
                "error": {"type": "string"}}, required=["status", "seq", "durability"])

@@ -139,6 +139,8 @@ class Sequencer:
         self._unacked: deque[tuple[int, list[_Item], list[Outcome]]] = deque()
         """(the log's size after the batch, the batch, its outcomes): written, not yet durable."""
         self._unsynced = 0
+        self._durable = wal.size
+        """How much of the log the last sync made durable (a replayed log counts as durable)."""
         self._synced_all: asyncio.Future[None] | None = None
         if syncer is None:
             syncer = NoSyncer() if self.durability is Durability.NONE else default_syncer(wal)
@@ -372,19 +374,29 @@ class Sequencer:
     # ------------------------------------------------------------------ durability
 
     def _synced(self, upto: int, error: str | None, seconds: float) -> None:
-        """A sync returned: the log's first `upto` bytes are durable; answer every batch within them."""
+        """A sync returned: the log's first `upto` bytes are durable; answer every batch within them.
+
+        Also after a later write failed: those records are in the log, so their callers are told so.
+        A failed sync refuses every batch not yet durable and cuts them from the log, so a caller
+        told "not taken" never finds the order live after a restart."""
         unacked = self._unacked
         if error is not None:
             self._fail([], error)
+            if unacked:
+                for _, batch, _ in unacked:
+                    self._unsynced -= len(batch)
+                    self._refuse(batch, self.failed or error)
+                unacked.clear()
+                if not self.wal.discard_after(self._durable):
+                    log.error("could not cut the log back to its last durable byte %d: commands refused "
+                              "after the failed sync may still be replayed at the next start", self._durable)
         else:
             self.stats.sync(seconds)
-        while unacked and (self.failed or unacked[0][0] <= upto):
+            self._durable = max(self._durable, upto)
+        while unacked and unacked[0][0] <= upto:
             _, batch, outcomes = unacked.popleft()
             self._unsynced -= len(batch)
-            if self.failed:
-                self._refuse(batch, self.failed)
-            else:
-                self._resolve(batch, outcomes)
+            self._resolve(batch, outcomes)
         if self._wakeup is not None:
             self._wake()
         if not self._syncer.busy and self._synced_all is not None and not self._synced_all.done():

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import fcntl
 import gc
 import json
 import logging
 import os
 import signal
+import sqlite3
 import sys
+import time
 from pathlib import Path
 
 from aiohttp import web
@@ -84,25 +87,65 @@ def load_tokens(path: str | None) -> dict[str, str] | None:
 
 async def serve(args: argparse.Namespace) -> int:
     data = Path(args.data)
-    data.mkdir(parents=True, exist_ok=True)
+    try:
+        data.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StartupError(f"cannot use {data} as the data directory: {e.strerror or e}")
     symbols = [s.strip() for s in args.symbols.split(",") if s.strip()]
     bad = [s for s in symbols if not SYMBOL_PATTERN.match(s)]
     if bad:
         raise StartupError(f"bad symbol names {bad}: use 1-16 of A-Z 0-9 . _ -")
     tokens = load_tokens(args.tokens)
-    lock = lock_data_dir(data)
     try:
-        return await _serve_locked(args, data, symbols, tokens)
+        lock = lock_data_dir(data)
+    except OSError as e:
+        raise StartupError(f"cannot lock {data / 'LOCK'}: {e.strerror or e}")
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            return await _serve_locked(args, data, symbols, tokens, stack)
     finally:
-        os.close(lock)
+        os.close(lock)  # only after everything above is closed: no second server meanwhile
+
+
+async def _open_store(path: Path) -> TradeStore:
+    """The trade store; a damaged one is set aside and rebuilt, since the log holds every trade."""
+    try:
+        return await TradeStore.open(str(path))
+    except sqlite3.Error as e:
+        damaged = getattr(e, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or \
+            str(e).startswith("integrity check")
+        if not damaged:  # a full disk, a directory in the way, no permission: nothing to rebuild from here
+            raise StartupError(f"cannot open the trade store {path}: {e}")
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{path}{suffix}")
+            if part.exists():
+                part.rename(f"{aside}{suffix}")
+        log.warning("the trade store %s is damaged (%s): moved it to %s; rebuilding it from the log", path, e, aside)
+        try:
+            return await TradeStore.open(str(path))
+        except sqlite3.Error as again:
+            raise StartupError(f"cannot create the trade store {path}: {again}")
 
 
 async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str],
-                        tokens: dict[str, str] | None) -> int:
-    store = await TradeStore.open(str(data / TRADES_FILE))
+                        tokens: dict[str, str] | None, stack: contextlib.AsyncExitStack) -> int:
+    store = await _open_store(data / TRADES_FILE)
+    stack.push_async_callback(store.close)
     engine = Engine()
-    wal = Wal.open(str(data / WAL_FILE))
+    wal_path = data / WAL_FILE
+    try:
+        wal = Wal.open(str(wal_path))
+    except OSError as e:
+        raise StartupError(f"cannot read the log {wal_path}: {e.strerror or e}")
     stored = await store.max_trade_id()
+    # Trade ids run 1, 2, 3, ...: a store holding fewer rows than its highest id has gaps (a failed
+    # write, a hand edit), and then every trade is offered again; otherwise only those after it.
+    stored_whole = await store.count() == stored
+    if not stored_whole:
+        log.warning("the trade store has gaps (%d trades, highest id %d): re-inserting every trade from the log",
+                    await store.count(), stored)
+    after = stored if stored_whole else 0
     missing: list[Trade] = []
     # Each book's feed seq is its last update's, as the live feed keeps it (feed.publish).
     symbol_seq: dict[str, int] = {}
@@ -111,7 +154,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     def collect(outcome: Outcome) -> None:
         for trade in outcome.trades:
             symbol_seq[trade.symbol] = outcome.seq
-            if trade.trade_id > stored:
+            if trade.trade_id > after:
                 missing.append(trade)
         for change in outcome.book:
             symbol_seq[change.symbol] = outcome.seq
@@ -122,14 +165,22 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     try:
         recovery = recover(wal, engine, collect)
     except CorruptLog as e:
-        await store.close()
         raise StartupError(str(e))
+    except OSError as e:
+        raise StartupError(f"cannot repair the log {wal_path}: {e.strerror or e}")
+    stack.callback(wal.close)
     # A cut tail is worth a warning even in --quiet; a clean replay is routine.
     log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)
-    for start in range(0, len(missing), 10_000):
-        await store.insert(missing[start:start + 10_000])
+    last_trade = engine.next_trade_id - 1
+    if stored > last_trade:  # the log was cut or replaced: SQLite must not show trades it does not hold
+        removed = await store.delete_after(last_trade)
+        log.warning("removed %d trades from SQLite that the log does not hold (it ends at trade %d)",
+                    removed, last_trade)
     if missing:
-        log.warning("brought SQLite in line with the log: %d trades inserted", len(missing))
+        before = await store.count()
+        for start in range(0, len(missing), 10_000):
+            await store.insert(missing[start:start + 10_000])
+        log.warning("brought SQLite in line with the log: %d trades inserted", await store.count() - before)
 
     feed = Feed(max(1, args.ws_buffer))
     for symbol in engine.books:
@@ -143,8 +194,22 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     sequencer = Sequencer(engine, wal, args.durability)
     writer = TradeWriter(store, engine.last_seq)
     sequencer.listeners += [feed.publish, writer.publish]
+    runner: web.AppRunner | None = None
+    stopped = False
+
+    async def stop_serving() -> None:
+        """The sequencer first (it finishes the batch in flight), then the trades it handed over, then HTTP."""
+        nonlocal stopped
+        if not stopped:
+            stopped = True
+            await sequencer.stop()
+            await writer.stop()
+            if runner is not None:
+                await runner.cleanup()
+
     await sequencer.start()
     writer.start()
+    stack.push_async_callback(stop_serving)
     for symbol in symbols:
         if symbol not in engine.books:
             await sequencer.submit(AddSymbol(symbol))
@@ -157,24 +222,27 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port, reuse_address=True, backlog=1024)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as e:
+        raise StartupError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
     port = runner.addresses[0][1] if runner.addresses else args.port
     print(f"tickflow listening on http://{args.host}:{port} (durability {sequencer.durability.value}, "
           f"data {data}, {recovery.records} records replayed)", flush=True)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down: finishing the batch in flight")
     await site.stop()
     for sub in list(feed.subscribers):
         await sub.ws.close(code=1001, message=b"server shutting down")
-    await sequencer.stop()
-    await writer.stop()
-    await runner.cleanup()
-    await store.close()
+    await stop_serving()
+    if sequencer.failed:
+        log.error("stopped after the log failed (%s); durable up to seq %d", sequencer.failed, feed.durable_seq)
+        return 1
     log.info("stopped cleanly at seq %d", sequencer.seq)
     return 0
 

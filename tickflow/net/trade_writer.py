@@ -2,7 +2,8 @@
 
 Trades wait up to LINGER seconds to share a transaction, unless a reader (GET /trades, /bars) is
 waiting for them: each commit is two hand-offs to the SQLite thread, and under load one commit per
-sequencer batch cost the server about a quarter of its CPU.
+sequencer batch cost the server about a quarter of its CPU. A failed insert (a full disk) is retried,
+in order, with a growing pause; readers wait rather than see a gap where an answered fill should be.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from tickflow.store.trades import TradeStore
 log = logging.getLogger(__name__)
 
 LINGER = 0.02
+FIRST_RETRY_DELAY = 0.1
+MAX_RETRY_DELAY = 5.0
 
 
 class TradeWriter:
@@ -33,6 +36,9 @@ class TradeWriter:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.task: asyncio.Task[None] | None = None
         self.stopping = False
+        self.error: str | None = None
+        """Why the last insert failed, while trades wait to be retried (GET /health shows it)."""
+        self.retry_delay = FIRST_RETRY_DELAY
 
     def publish(self, outcomes: list[Outcome]) -> None:
         for outcome in outcomes:
@@ -67,18 +73,34 @@ class TradeWriter:
             if self.pending or self.flushed_seq < self.pending_seq:
                 batch, self.pending = self.pending, []
                 seq = self.pending_seq
-                if batch:
-                    try:
-                        await self.store.insert(batch)
-                    except Exception:
-                        # The log still holds these trades; the next start re-derives and inserts them.
-                        log.exception("writing %d trades to SQLite failed", len(batch))
+                if batch and not await self._insert(batch):
+                    if self.stopping:  # the log still holds them: the next start inserts them
+                        return
+                    self.pending = batch + self.pending  # in order, and not flushed: readers wait for them
+                    self.wake.set()
+                    await asyncio.sleep(self.retry_delay)
+                    self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY)
+                    continue
                 self.flushed_seq = seq
                 self._wake_waiters()
             if self.pending or self.flushed_seq < self.pending_seq:
                 self.wake.set()  # more came in during the insert: they get their own turn
             elif self.stopping:
                 return
+
+    async def _insert(self, batch: list[Trade]) -> bool:
+        try:
+            await self.store.insert(batch)
+        except Exception as e:
+            if self.error is None:
+                log.exception("writing %d trades to SQLite failed; retrying (the log holds them)", len(batch))
+            self.error = f"writing trades to SQLite failed: {e}"
+            return False
+        if self.error is not None:
+            log.warning("SQLite takes trades again")
+            self.error = None
+            self.retry_delay = FIRST_RETRY_DELAY
+        return True
 
     def _wake_waiters(self) -> None:
         waiting = []

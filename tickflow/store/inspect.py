@@ -1,8 +1,12 @@
-"""`tickflow log --data DIR`: replay a log read-only and say what it holds, without serving."""
+"""`tickflow log --data DIR`: replay a log read-only and say what it holds, without serving.
+
+Exit status: 0 a clean log, 2 a torn tail (a crash mid-write; the next server start cuts it), 1 a log
+that cannot be read or is corrupt (a server refuses to start on it)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
@@ -11,6 +15,8 @@ import tempfile
 from tickflow.core.engine import Engine
 from tickflow.store.replay import recover
 from tickflow.store.wal import CorruptLog, Wal
+
+TORN = 2
 
 
 def main(argv: list[str]) -> int:
@@ -24,16 +30,24 @@ def main(argv: list[str]) -> int:
     # Replay a copy, so checking a log never cuts its tail; a server start does that.
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, "wal.log")
-        shutil.copyfile(path, copy)
         engine = Engine()
         try:
+            shutil.copyfile(path, copy)
             recovery = recover(Wal.open(copy), engine)
         except CorruptLog as e:
-            print(f"tickflow log: {e}", file=sys.stderr)
+            print(f"tickflow log: {str(e).replace(copy, path)}", file=sys.stderr)
             return 1
-    print(recovery)
+        except OSError as e:
+            print(f"tickflow log: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+            return 1
+    cut = recovery.cut
+    print(dataclasses.replace(recovery, cut=None))
     print(f"symbols: {', '.join(sorted(engine.books)) or '-'}")
     print(f"orders: {engine.next_order_id - 1}, trades: {engine.next_trade_id - 1}, "
           f"open: {sum(len(v) for v in engine.open_orders.values())}")
     print(f"state hash: {engine.state_hash()}")
+    if cut is not None:
+        print(f"torn tail at byte {cut.offset}: the next server start cuts its {cut.dropped} bytes ({cut.why}); "
+              "the counts above are what remains")
+        return TORN
     return 0

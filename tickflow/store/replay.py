@@ -59,7 +59,7 @@ def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] |
             seq += 1
             if record.seq != seq:
                 where = offset + sum(HEADER_SIZE + len(p) for p in payloads[: seq - first])
-                raise CorruptLog(wal.path, where, f"sequence {record.seq} follows {seq - 1}")
+                raise CorruptLog(wal.path, where, f"sequence {record.seq} follows {seq - 1}", CorruptLog.WHOLE)
             ts = record.ts
             outcome = apply(seq, ts, record.command)
             if on_outcome is not None:
@@ -74,6 +74,6 @@ def _decode_each(path: str, offset: int, payloads: list[memoryview]) -> list[Rec
         try:
             records.append(decode_record(payload))
         except DecodeErrors as e:
-            raise CorruptLog(path, offset, f"checksum ok but not a record: {e}") from None
+            raise CorruptLog(path, offset, f"not a record: {e}", CorruptLog.WHOLE) from None
         offset += HEADER_SIZE + len(payload)
     return records

@@ -10,6 +10,7 @@ The SQL lives in module constants so the benchmark runs exactly these statements
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from typing import Any, Final
 
 import aiosqlite
@@ -114,8 +115,12 @@ class TradeStore:
 
     @classmethod
     async def open(cls, path: str) -> TradeStore:
+        """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database."""
         write = await aiosqlite.connect(path)
         try:
+            rows = await write.execute_fetchall("PRAGMA quick_check(1)")
+            if [tuple(r) for r in rows] != [("ok",)]:
+                raise sqlite3.DatabaseError(f"integrity check: {list(rows)[0][0]}")
             await write.execute("PRAGMA journal_mode=WAL")
             await write.execute("PRAGMA synchronous=NORMAL")
             await write.execute(CREATE_TABLE)
@@ -141,6 +146,17 @@ class TradeStore:
     async def count(self) -> int:
         rows = await self._read.execute_fetchall(COUNT_SQL)
         return int(next(iter(rows))[0])
+
+    async def delete_after(self, trade_id: int) -> int:
+        """Remove trades with ids above `trade_id` (the log, which is the truth, ends there); how many."""
+        async with self._insert_lock:
+            try:
+                cursor = await self._write.execute("DELETE FROM trades WHERE trade_id > ?", (trade_id,))
+                await self._write.commit()
+            except BaseException:
+                await self._write.rollback()
+                raise
+        return cursor.rowcount
 
     async def insert(self, trades: list[Trade]) -> None:
         """Store `trades` in one transaction; trade ids already stored are skipped (replays insert again)."""

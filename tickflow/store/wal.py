@@ -29,14 +29,18 @@ class LogError(Exception):
 class CorruptLog(Exception):
     """A bad record is followed by valid ones: refusing to drop what lies behind it."""
 
-    def __init__(self, path: str, offset: int, why: str) -> None:
+    NOT_THE_TAIL = "followed by valid records, so it is no torn tail"
+    WHOLE = "its checksum holds, so it is no torn write"
+
+    def __init__(self, path: str, offset: int, why: str, because: str = NOT_THE_TAIL) -> None:
         super().__init__(
-            f"{path}: corrupt record at byte offset {offset} ({why}), followed by valid records; "
-            "refusing to open (a torn tail would be cut, but this is not the tail)"
+            f"{path}: corrupt record at byte offset {offset} ({why}), {because}; refusing to open "
+            "rather than drop acknowledged records (a torn tail would be cut)"
         )
         self.path = path
         self.offset = offset
         self.why = why
+        self.because = because
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,9 @@ class Wal:
         self.records = 0
         self._fd: int | None = None
         self.failed: str | None = None
+        """Why the log takes nothing more (a write or a sync failed)."""
+        self._sync_failed: str | None = None
+        """Why no sync can be trusted any more; a failed write alone still lets earlier records be synced."""
 
     @classmethod
     def open(cls, path: str, ops: FileOps | None = None) -> "Wal":
@@ -243,17 +250,33 @@ class Wal:
         self.size = start + written
 
     def sync(self) -> None:
-        """fdatasync: after it returns, everything appended before it began survives power loss."""
-        if self.failed:
-            raise LogError(self.failed)
+        """fdatasync: after it returns, everything appended before it began survives power loss.
+
+        After a failed write it still syncs the records written before that one (their callers can
+        then be answered truthfully); after a failed sync it refuses."""
+        if self._sync_failed:
+            raise LogError(self._sync_failed)
         assert self._fd is not None
         try:
             self.ops.sync(self._fd)
         except OSError as e:
             # After a failed fsync the kernel may have dropped the dirty pages: nothing unsynced
             # can be trusted, so the log stops here.
-            self._fail(f"fdatasync of {self.path} failed: {e}")
+            self.fail(f"fdatasync of {self.path} failed: {e}")
             raise LogError(self.failed) from e
+
+    def discard_after(self, durable: int) -> bool:
+        """After a failed sync, cut the records no caller was told were taken (best effort: the device
+        may be failing), so the next start does not replay them; False if the cut failed."""
+        if self._fd is None or self.size <= durable:
+            return True
+        try:
+            self.ops.truncate(self._fd, durable)
+            self.ops.sync(self._fd)
+        except OSError:
+            return False
+        self.size = durable
+        return True
 
     def fileno(self) -> int:
         """The open log file (for a sync done elsewhere: see store/syncer.py)."""
@@ -262,8 +285,10 @@ class Wal:
         return self._fd
 
     def fail(self, why: str) -> None:
-        """A sync done elsewhere failed: take nothing more."""
+        """A sync (here or done elsewhere) failed: take nothing more, and trust no later sync."""
         self._fail(why)
+        if not self._sync_failed:
+            self._sync_failed = why
 
     def _fail(self, why: str) -> None:
         if not self.failed:

@@ -182,6 +182,15 @@ async def get_order(request: web.Request) -> web.Response:
     return _json(state)
 
 
+async def _trades_caught_up(ex: Exchange) -> None:
+    """Wait until SQLite holds every durable trade, so a read never misses a fill that was answered."""
+    try:
+        await ex.trade_writer.caught_up(ex.feed.durable_seq)
+    except (asyncio.TimeoutError, TimeoutError):
+        why = ex.trade_writer.error or "it is behind"
+        raise BadRequest(f"timed out waiting for SQLite to hold the latest trades ({why})", None, 503) from None
+
+
 async def _durable(ex: Exchange, seq: int) -> None:
     """Wait until the engine state read at `seq` is durable; a failed log never gets there."""
     if ex.sequencer.failed and seq > ex.feed.durable_seq:
@@ -226,7 +235,7 @@ async def get_trades(request: web.Request) -> web.Response:
         _symbol(request, symbol)
     after = _int_param(request, "after", 0, 0, 1 << 62)
     limit = _int_param(request, "limit", 100, 1, 1000)
-    await ex.trade_writer.caught_up(ex.feed.durable_seq)
+    await _trades_caught_up(ex)
     return _json(await ex.store.trades(symbol, after, limit))
 
 
@@ -241,7 +250,7 @@ async def get_bars(request: web.Request) -> web.Response:
     start = _int_param(request, "from", to - 3_600_000, 0, 1 << 50)
     if start >= to:
         raise BadRequest("from must be before to", "from")
-    await ex.trade_writer.caught_up(ex.feed.durable_seq)
+    await _trades_caught_up(ex)
     return _json(await ex.store.bars(symbol, INTERVALS[interval], start, to))
 
 

@@ -141,10 +141,11 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     stored = await store.max_trade_id()
     # Trade ids run 1, 2, 3, ...: a store holding fewer rows than its highest id has gaps (a failed
     # write, a hand edit), and then every trade is offered again; otherwise only those after it.
-    stored_whole = await store.count() == stored
+    stored_count = await store.count()
+    stored_whole = stored_count == stored
     if not stored_whole:
         log.warning("the trade store has gaps (%d trades, highest id %d): re-inserting every trade from the log",
-                    await store.count(), stored)
+                    stored_count, stored)
     after = stored if stored_whole else 0
     missing: list[Trade] = []
     # Each book's feed seq is its last update's, as the live feed keeps it (feed.publish).

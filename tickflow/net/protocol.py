@@ -156,17 +156,20 @@ def cancel(account: str, order_id: int) -> Cancel:
 
 def order_id(text: str) -> int:
     """An order id from a URL path: anything but a number in range names no order (404)."""
-    if not DIGITS.match(text) or not 0 < int(text) < 1 << 62:
-        raise BadRequest(f"order id must be a positive integer, not {text!r}", "orderId", 404)
-    return int(text)
+    return _in_range(int(text) if DIGITS.match(text) else None, text)
 
 
 def order_id_field(value: Any) -> int:
     """An order id from a JSON message: a missing or mistyped field is a bad request (400)."""
     if type(value) is not int:
         raise BadRequest(f"orderId must be an integer, not {value!r}", "orderId")
-    if not 0 < value < 1 << 62:
-        raise BadRequest(f"order id must be a positive integer, not {value!r}", "orderId", 404)
+    return _in_range(value, value)
+
+
+def _in_range(value: int | None, given: Any) -> int:
+    """An order id can only be 1..2**62-1; any other number names no order (404)."""
+    if value is None or not 0 < value < 1 << 62:
+        raise BadRequest(f"order id must be a positive integer, not {given!r}", "orderId", 404)
     return value
 
 

@@ -10,8 +10,9 @@ The SQL lives in module constants so the benchmark runs exactly these statements
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
-from typing import Any, Final
+from typing import Any, AsyncIterator, Final
 
 import aiosqlite
 import msgspec
@@ -147,33 +148,34 @@ class TradeStore:
         rows = await self._read.execute_fetchall(COUNT_SQL)
         return int(next(iter(rows))[0])
 
-    async def delete_after(self, trade_id: int) -> int:
-        """Remove trades with ids above `trade_id` (the log, which is the truth, ends there); how many."""
+    @contextlib.asynccontextmanager
+    async def _writing(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction: committed if the block ends normally, rolled back otherwise."""
+        # Without the lock two writers would share the connection's open transaction: one's commit
+        # would commit the other's half, and one's rollback would undo the other's rows.
         async with self._insert_lock:
             try:
-                cursor = await self._write.execute("DELETE FROM trades WHERE trade_id > ?", (trade_id,))
+                yield self._write
                 await self._write.commit()
             except BaseException:
                 await self._write.rollback()
                 raise
+
+    async def delete_after(self, trade_id: int) -> int:
+        """Remove trades with ids above `trade_id` (the log, which is the truth, ends there); how many."""
+        async with self._writing() as db:
+            cursor = await db.execute("DELETE FROM trades WHERE trade_id > ?", (trade_id,))
         return cursor.rowcount
 
     async def insert(self, trades: list[Trade]) -> None:
         """Store `trades` in one transaction; trade ids already stored are skipped (replays insert again)."""
         if not trades:
             return
-        # Without the lock two inserts would share the connection's open transaction: one's commit
-        # would commit the other's half, and one's rollback would undo the other's rows.
-        async with self._insert_lock:
-            try:
-                if self._json1:
-                    await self._write.execute(INSERT_JSON_SQL, (msgspec.json.encode(trades),))
-                else:  # Trade's field order is the column order of INSERT_SQL.
-                    await self._write.executemany(INSERT_SQL, [msgspec.structs.astuple(t) for t in trades])
-                await self._write.commit()
-            except BaseException:
-                await self._write.rollback()
-                raise
+        async with self._writing() as db:
+            if self._json1:
+                await db.execute(INSERT_JSON_SQL, (msgspec.json.encode(trades),))
+            else:  # Trade's field order is the column order of INSERT_SQL.
+                await db.executemany(INSERT_SQL, [msgspec.structs.astuple(t) for t in trades])
 
     async def trades(self, symbol: str | None, after: int, limit: int) -> list[dict[str, Any]]:
         """Up to `limit` trades with ids above `after`, in trade-id order; all symbols when `symbol` is None."""

@@ -111,6 +111,25 @@ async def test_accounts_cannot_see_or_touch_each_others_orders(server: ServerPro
         assert still["status"] == "new"
 
 
+async def test_cancels_and_amends_sure_to_be_refused_never_reach_the_log(server: ServerProcess) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        _, mine = await call(s, "POST", f"{u}/orders", "alice", json=order(side="buy", price=90))
+        oid = mine["orderId"]
+        st, cancelled = await call(s, "DELETE", f"{u}/orders/{oid}", "alice")
+        assert st == 200 and cancelled["status"] == "cancelled"
+        _, before = await call(s, "GET", f"{u}/health")
+        for _ in range(3):
+            st, body = await call(s, "DELETE", f"{u}/orders/{oid}", "alice")
+            assert st == 409 and body["code"] == "not_open" and body["order"] == cancelled
+            st, body = await call(s, "PATCH", f"{u}/orders/{oid}", "alice", json={"qty": 1})
+            assert st == 409 and body["order"] == cancelled
+            st, body = await call(s, "DELETE", f"{u}/orders/{oid}", "mallory")
+            assert st == 404 and body["code"] == "unknown_order"
+        _, after = await call(s, "GET", f"{u}/health")
+        assert after["seq"] == before["seq"]  # a flood of them does not grow the log
+
+
 async def test_client_order_id_is_idempotent_and_refuses_different_fields(server: ServerProcess) -> None:
     u = server.url
     async with aiohttp.ClientSession() as s:

@@ -12,7 +12,7 @@ from helpers.aio import started, until
 from helpers.fileops import GatedOps, PowerLossOps
 from helpers.logs import open_log, replayed
 
-from tickflow.core.types import AddSymbol, Cancel, NewOrder, Outcome, Reason
+from tickflow.core.types import AddSymbol, Amend, Cancel, NewOrder, Outcome, Reason
 from tickflow.net.sequencer import BadCommand, Sequencer, SequencerStopped
 from tickflow.store.records import decode_record
 from tickflow.store.wal import Wal
@@ -187,6 +187,75 @@ async def test_a_sync_answers_exactly_the_batches_within_the_bytes_it_made_durab
     assert (await second).seq == 2 and published == [[1], [2]]
     await sequencer.stop()
     assert replayed(path)[1].records == 2
+
+
+# ------------------------------------------------------------------ refusals that need no log record
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancel_or_amend_sure_to_be_refused_is_answered_without_a_log_record(path: str, mode: str) -> None:
+    sequencer = await with_symbol(path, mode)
+    mine = await sequencer.submit(order(1, account="alice"))
+    done = await sequencer.submit(order(2, account="alice"))
+    assert (await sequencer.submit(Cancel("alice", done.result.order_id))).error is None
+    records = sequencer.wal.records
+    answers = [
+        await sequencer.submit(Cancel("bob", mine.result.order_id)),  # not bob's: as unknown
+        await sequencer.submit(Amend("bob", mine.result.order_id, qty=1)),
+        await sequencer.submit(Cancel("alice", done.result.order_id)),  # already cancelled
+        await sequencer.submit(Amend("alice", done.result.order_id, qty=1)),
+    ]
+    assert [a.error for a in answers] == [Reason.UNKNOWN_ORDER, Reason.UNKNOWN_ORDER,
+                                          Reason.NOT_OPEN, Reason.NOT_OPEN]
+    assert answers[2].result is not None and answers[2].result.status == "cancelled"
+    assert sequencer.wal.records == records, "nothing was logged for them"
+    # The same refusals from the engine itself, as replay would give them: the answers are unchanged.
+    for command, answer in zip([Cancel("bob", mine.result.order_id), Cancel("alice", done.result.order_id)],
+                               [answers[0], answers[2]]):
+        applied = sequencer.engine.apply(0, 0, command)
+        assert (applied.error, applied.result) == (answer.error, answer.result)
+    await sequencer.stop()
+    assert replayed(path)[1].records == records
+
+
+async def test_an_id_an_order_in_flight_will_take_is_sequenced_not_refused(path: str) -> None:
+    ops = GatedOps()
+    sequencer = await started(path, "group", ops)
+    symbol = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
+    await until(ops.entered.is_set, what="the first sync")
+    next_id = sequencer.engine.next_order_id
+    placed = asyncio.create_task(sequencer.submit(order(1, account="alice")))
+    cancel = asyncio.create_task(sequencer.submit(Cancel("alice", next_id)))
+    await asyncio.sleep(0.02)
+    assert not cancel.done(), "the id is not given out yet: only the log's order can tell"
+    ops.gate.set()
+    await symbol
+    assert (await placed).result.order_id == next_id
+    assert (await cancel).error is None and (await cancel).result.status == "cancelled"
+    await sequencer.stop()
+
+
+async def test_a_refusal_waits_for_the_log_while_what_it_reports_is_not_durable(path: str) -> None:
+    wal, engine, _ = open_log(path, None)
+    syncer = ManualSyncer(wal)
+    sequencer = Sequencer(engine, wal, "group", syncer=syncer)
+    await sequencer.start()
+    tasks = [asyncio.create_task(sequencer.submit(AddSymbol("ACME")))]
+    tasks.append(asyncio.create_task(sequencer.submit(order(1, account="alice"))))
+    await until(lambda: sequencer.seq == 2, what="the order matched")
+    order_id = sequencer.engine.next_order_id - 1
+    tasks.append(asyncio.create_task(sequencer.submit(Cancel("alice", order_id))))
+    await until(lambda: sequencer.seq == 3, what="the cancel matched")
+    # The order is cancelled in the engine, but not durably: a power cut now would bring it back
+    # live, so "not open" is not yet true. The second cancel goes through the log.
+    again = asyncio.create_task(sequencer.submit(Cancel("alice", order_id)))
+    await until(lambda: sequencer.seq == 4, what="the second cancel logged")
+    assert not again.done()
+    syncer.finish(syncer.sizes[-1])
+    assert (await again).error == Reason.NOT_OPEN and (await again).seq == 4
+    await asyncio.gather(*tasks)
+    await sequencer.stop()
+    assert replayed(path)[1].records == 4
 
 
 # ------------------------------------------------------------------ idempotent retries

@@ -20,7 +20,7 @@ from collections import deque
 from typing import Callable
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Command, NewOrder, Outcome, Reason, Record
+from tickflow.core.types import Amend, Cancel, Command, NewOrder, Outcome, Reason, Record
 from tickflow.store.records import decode_record, decode_records, encode_record
 from tickflow.store.syncer import NoSyncer, Syncer, default_syncer
 from tickflow.store.wal import Wal
@@ -204,7 +204,12 @@ class Sequencer:
         if self._closing:
             raise SequencerStopped("shutting down: no new commands are taken")
         key = None
-        if type(command) is NewOrder and command.client_order_id is not None:
+        kind = type(command)
+        if kind is Cancel or kind is Amend:
+            refused = self.engine.certain_refusal(command, self._durable_seq())  # type: ignore[arg-type]
+            if refused is not None:
+                return refused
+        elif kind is NewOrder and command.client_order_id is not None:
             key = (command.account, command.client_order_id)
             first = self._inflight.get(key)
             if first is not None:
@@ -229,6 +234,12 @@ class Sequencer:
         # A cancelled caller cancels only its own future; the command still runs and its retries
         # (which wait on futures of their own) still get the answer.
         return await future
+
+    def _durable_seq(self) -> int:
+        """The last sequence number whose record is durable (in `none` mode: the last applied)."""
+        if self._unacked:
+            return self._unacked[0][2][0].seq - 1
+        return self.engine.last_seq
 
     async def _wait_for_room(self) -> None:
         """Backpressure: wait, in turn, until the writer has taken something from a full queue."""

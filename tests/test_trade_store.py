@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import subprocess
+import sys
 import sqlite3
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -259,3 +261,31 @@ async def test_queries_use_the_indexes(store: TradeStore, tmp_path: Path) -> Non
     for sql, params in [(TRADES_SQL, (0, 10)), (TRADES_BY_SYMBOL_SQL, ("ACME", 0, 10)), (RECENT_SQL, ("ACME", 10))]:
         p = plan(sql, params)
         assert "TEMP B-TREE" not in p and "SCAN" not in p, p
+
+
+def test_a_store_left_open_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    # A start that fails half-way, or a failing test, may never reach close(), and something (a
+    # traceback, a fixture) may still hold the store when the interpreter exits: the process must
+    # exit all the same, and what it inserted is there for the next open.
+    script = (
+        "import asyncio, sys\n"
+        "from tickflow.store.trades import TradeStore\n"
+        "from tickflow.core.types import Trade\n"
+        "held = []\n"
+        "async def main():\n"
+        "    held.append(await TradeStore.open(sys.argv[1]))\n"
+        "    await held[0].insert([Trade(1, 'ACME', 100, 5, 1, 2, 'a', 'b', 'buy', 3, 1_700_000_000_000)])\n"
+        "asyncio.run(main())\n"
+    )
+    path = tmp_path / "trades.sqlite"
+    done = subprocess.run([sys.executable, "-c", script, str(path)], timeout=30, capture_output=True)
+    assert done.returncode == 0, done.stderr
+
+    async def count() -> int:
+        store = await TradeStore.open(str(path))
+        try:
+            return await store.count()
+        finally:
+            await store.close()
+
+    assert asyncio.run(count()) == 1

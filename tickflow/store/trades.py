@@ -101,6 +101,20 @@ COUNT_SQL: Final = "SELECT COUNT(*) FROM trades"
 MAX_TRADE_ID_SQL: Final = "SELECT COALESCE(MAX(trade_id), 0) FROM trades"
 
 
+def _connect(path: str) -> aiosqlite.Connection:
+    """An aiosqlite connection whose worker thread does not keep the process alive.
+
+    aiosqlite (since 0.22) runs each connection on a non-daemon thread, so a store left open by a
+    path that failed (a crashed start, a failing test) would hang the interpreter at exit. The store
+    only mirrors the log: an insert cut short by the exit is rolled back by SQLite at the next open,
+    and the next start inserts it again from the log. Every normal path still closes the store."""
+    connection = aiosqlite.connect(path)
+    thread = getattr(connection, "_thread", None)
+    if thread is not None:
+        thread.daemon = True
+    return connection
+
+
 class TradeStore:
     """Trades in one SQLite file: a writer connection and a reader, each on its own thread.
 
@@ -117,7 +131,7 @@ class TradeStore:
     @classmethod
     async def open(cls, path: str) -> TradeStore:
         """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database."""
-        write = await aiosqlite.connect(path)
+        write = await _connect(path)
         try:
             rows = await write.execute_fetchall("PRAGMA quick_check(1)")
             if [tuple(r) for r in rows] != [("ok",)]:
@@ -134,7 +148,7 @@ class TradeStore:
             except aiosqlite.OperationalError:
                 json1 = False
             # An in-memory database is private to its connection, so it has to read through the writer.
-            read = write if path == ":memory:" else await aiosqlite.connect(path)
+            read = write if path == ":memory:" else await _connect(path)
         except BaseException:
             await write.close()
             raise

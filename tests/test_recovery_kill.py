@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Cancel, Command, NewOrder, Outcome
+from tickflow.core.types import Cancel, Command, NewOrder, Outcome, Reason
 from tickflow.store.records import decode_record
 from tickflow.store.replay import recover
 from tickflow.store.wal import Wal
@@ -86,13 +86,14 @@ async def session(path: str, mode: str, commands: list[tuple[int, Command]], kil
     return ready, acks
 
 
-def replay(path: str) -> tuple[list[Command], dict[int, Outcome]]:
+def replay(path: str) -> tuple[list[Command], dict[int, Outcome], Engine]:
     wal = Wal.open(path)
     commands = [decode_record(payload).command for _, payload in Wal.open(path).replay()]
     outcomes: dict[int, Outcome] = {}
-    recover(wal, Engine(), lambda o: outcomes.__setitem__(o.seq, o))
+    engine = Engine()
+    recover(wal, engine, lambda o: outcomes.__setitem__(o.seq, o))
     wal.close()
-    return commands, outcomes
+    return commands, outcomes, engine
 
 
 def as_json(value: object) -> Any:
@@ -127,7 +128,7 @@ async def test_kill_9_loses_nothing_acknowledged(tmp_path: Path, mode: str) -> N
             answers.append((by_id[ident], ack))
         assert len(acks) >= (kill_after or len(commands)), "the child answered too little before the kill"
 
-    log, outcomes = replay(path)
+    log, outcomes, engine = replay(path)
     placed = Counter((c.account, c.client_order_id) for c in log if isinstance(c, NewOrder))
     assert placed and max(placed.values()) == 1, "an order reached the log twice"
     first_answer: dict[tuple[str, str], Any] = {}
@@ -142,6 +143,12 @@ async def test_kill_9_loses_nothing_acknowledged(tmp_path: Path, mode: str) -> N
             original_seq, original = first_answer[(command.account, command.client_order_id)]  # type: ignore[index]
             # Same order id, status, fills and stamps as the log says, whether first try or retry.
             assert (seq, result) == (original_seq, original), f"{command} answered {result}, log has {original}"
+        elif seq == 0:
+            # Refused without a record (another account's order, or one no longer open): the log
+            # must agree, and a closed order never changes again, so its last state is the one told.
+            assert error in (Reason.UNKNOWN_ORDER, Reason.NOT_OPEN), error
+            refused = engine.apply(engine.last_seq + 1, engine.last_ts, command)
+            assert (refused.error, as_json(refused.result)) == (error, result), command
         else:
             assert as_json(outcomes[seq].result) == result and outcomes[seq].error == error
         checked += 1

@@ -168,7 +168,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     except CorruptLog as e:
         raise StartupError(str(e))
     except OSError as e:
-        raise StartupError(f"cannot repair the log {wal_path}: {e.strerror or e}")
+        raise StartupError(f"cannot repair or sync the log {wal_path}: {e.strerror or e}")
     stack.callback(wal.close)
     # A cut tail is worth a warning even in --quiet; a clean replay is routine.
     log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)

@@ -162,7 +162,8 @@ class Wal:
         return cls(path, ops.read(path), ops)
 
     def replay(self) -> Iterator[tuple[int, memoryview]]:
-        """Yield (offset, payload) for every good record in order, then cut a torn tail and open the file for appending.
+        """Yield (offset, payload) for every good record in order, then cut a torn tail, sync what is
+        left, and open the file for appending.
 
         Raises CorruptLog (after yielding the good records before it) if a bad record is not the tail.
         """
@@ -216,6 +217,10 @@ class Wal:
         self._fd = self.ops.open_append(self.path)
         if self.cut is not None:
             self.ops.truncate(self._fd, offset)
+        if self.cut is not None or offset:
+            # What was replayed counts as durable from here on (a retry is answered from it, a
+            # cancel refused by it), but a crash in `none` mode, or one before a group's sync
+            # returned, can leave records only in the page cache: one sync makes them so.
             self.ops.sync(self._fd)
 
     def append(self, payloads: list[bytes]) -> None:

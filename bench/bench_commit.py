@@ -15,6 +15,9 @@ commands wait for one sync. The sync starts as soon as the batch is written and 
 process while the batch is matched, so a round trip costs about max(sync, matching) rather than
 their sum. `cpu_us_per_command` and `cpu_busy` (process CPU / wall time) show whether a mode is
 CPU-bound or waiting on the disk.
+
+The syncs also slow this process down while they run elsewhere: bench_sync_cost.py measures `none`
+with an unrelated process syncing at group's rate, which on this machine alone costs 16-25%.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import asyncio
 import gc
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -66,14 +70,15 @@ async def _measure(path: str, mode: str, commands: int, submitters: int) -> dict
 
     gc.collect()
     started = clock()
-    cpu = time.process_time()
+    before = resource.getrusage(resource.RUSAGE_SELF)
     await asyncio.gather(*(client() for _ in range(submitters)))
     seconds = clock() - started
-    cpu = time.process_time() - cpu
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     stats = sequencer.stats
     await sequencer.stop()
-    return {"latencies": latencies, "seconds": seconds, "cpu": cpu, "batches": stats.batches,
-            "batched": stats.commands, "syncs": stats.syncs, "sync_seconds": stats.sync_seconds}
+    return {"latencies": latencies, "seconds": seconds, "cpu": user + system, "user": user, "system": system,
+            "batches": stats.batches, "batched": stats.commands, "syncs": stats.syncs, "sync_seconds": stats.sync_seconds}
 
 
 def _summary(mode: str, runs: list[dict]) -> dict:

@@ -165,6 +165,14 @@ def checks(r: dict[str, Any]) -> list[str]:
             c = r["commit256"]
             out.append(f"  - the same with {c['submitters']} submitters: {c['group_vs_none']:.3f}×"
                        + by_round(c.get("group_vs_none_by_round", [])))
+        if "synccost" in r:
+            c = r["synccost"]
+            arms = {a["arm"]: a for a in c["arms"]}
+            out.append(f"  - `none` while an unrelated process appends and fdatasyncs its own file at group's sync rate "
+                       f"({c['neighbour_syncs_per_s']:,}/s): {c['neighbour_vs_none']:.3f}× of `none` alone, against "
+                       f"{c['group_vs_none']:.3f}× for group in the same run (user CPU per command "
+                       f"{arms['none']['user_us_per_command']} → {arms['none + neighbour']['user_us_per_command']} µs, "
+                       f"system {arms['none']['system_us_per_command']} → {arms['none + neighbour']['system_us_per_command']} µs)")
     if "e2e" in r:
         q = r["e2e"]["ratios"]
         rounds = r["e2e"].get("ratios_by_round", [])
@@ -293,7 +301,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes: check the pipeline, not the figures")
     p.add_argument("--crash-rounds", type=int, default=10, help="rounds of kill -9 per mode (0 skips)")
-    p.add_argument("--only", help="comma-separated subset of engine,log,commit,commit256,e2e,bars,crash")
+    p.add_argument("--only", help="comma-separated subset of engine,log,commit,commit256,synccost,e2e,bars,crash")
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"))
     p.add_argument("--render", metavar="JSON", help="only re-render docs from a saved docs/results.json")
     args = p.parse_args()
@@ -311,6 +319,8 @@ def main() -> None:
         # The same at four times the concurrency: how the group/none ratio depends on submitters.
         "commit256": [PY, "bench/bench_commit.py", "--json", "--submitters", "256", "--order-commands", "200"]
                      + (["--commands", "20000"] if q else []),
+        # What the syncs cost a process that does not wait for them: bounds the in-process group ratio.
+        "synccost": [PY, "bench/bench_sync_cost.py", "--json"] + (["--commands", "10000", "--rounds", "2"] if q else []),
         "e2e": [PY, "bench/bench_e2e.py", "--json"] + (["--per-client", "50", "--order-per-client", "4"] if q else []),
         "bars": [PY, "bench/bench_bars.py", "--json"] + (["--trades", "100000", "--repeats", "2"] if q else []),
     }

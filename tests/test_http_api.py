@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -126,6 +127,12 @@ async def test_cancels_and_amends_sure_to_be_refused_never_reach_the_log(server:
             assert st == 409 and body["order"] == cancelled
             st, body = await call(s, "DELETE", f"{u}/orders/{oid}", "mallory")
             assert st == 404 and body["code"] == "unknown_order"
+            # Ids never given out answer as another account's do, and as fast: no record either.
+            for never in (oid + 1000, (1 << 62) - 1):
+                st, body = await call(s, "DELETE", f"{u}/orders/{never}", "mallory")
+                assert st == 404 and body["code"] == "unknown_order"
+                st, body = await call(s, "PATCH", f"{u}/orders/{never}", "mallory", json={"qty": 1})
+                assert st == 404 and body["code"] == "unknown_order"
         _, after = await call(s, "GET", f"{u}/health")
         assert after["seq"] == before["seq"]  # a flood of them does not grow the log
 
@@ -235,6 +242,36 @@ async def test_input_that_only_looks_valid_is_refused(server: ServerProcess) -> 
         assert st == 400 and err == {"error": "symbol is required", "field": "symbol"}
         _, after = await call(s, "GET", f"{u}/health")
         assert after["seq"] == before["seq"]
+
+
+async def test_bodies_and_paths_the_server_cannot_read_are_refused_without_a_traceback(server: ServerProcess) -> None:
+    u = server.url
+    body = b'{"symbol":"ACME","side":"buy","price":7,"qty":1}'
+    head = b"POST /orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\n"
+    async with aiohttp.ClientSession() as s:
+        _, before = await call(s, "GET", f"{u}/health")
+        for encoding in (b"gzip", b"deflate"):  # says compressed, is not
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(head + b"Content-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s" % (encoding, len(body), body))
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 400 ") and b"application/json" in answer, answer
+            assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"].startswith("cannot read the body")
+        for cut_short in (b"Content-Length: %d\r\n\r\n%s" % (len(body) + 5, body),  # then the client leaves
+                          b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"sym\r\n"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(head + cut_short)
+            await writer.drain()
+            await asyncio.sleep(0.1)
+            writer.close()
+        for path in ("/a%00b", "/" + "a" * 300, "/%2e%2e/%2e%2e/etc/passwd"):
+            async with s.get(u + path) as r:
+                assert r.status == 404 and "error" in await r.json(), path
+        st, err = await call(s, "DELETE", f"{u}/orders/{'9' * 5000}", "alice")
+        assert st == 404 and len(err["error"]) < 100, "the answer does not echo a large input back"
+        _, after = await call(s, "GET", f"{u}/health")
+        assert after["seq"] == before["seq"]
+    assert "Traceback" not in server.output() and "ERROR" not in server.output()
 
 
 async def test_a_wrong_method_says_which_are_allowed(server: ServerProcess) -> None:

@@ -204,9 +204,13 @@ async def test_a_cancel_or_amend_sure_to_be_refused_is_answered_without_a_log_re
         await sequencer.submit(Amend("bob", mine.result.order_id, qty=1)),
         await sequencer.submit(Cancel("alice", done.result.order_id)),  # already cancelled
         await sequencer.submit(Amend("alice", done.result.order_id, qty=1)),
+        await sequencer.submit(Cancel("bob", sequencer.engine.next_order_id + 5)),  # never given out
+        await sequencer.submit(Amend("bob", (1 << 62) - 1, qty=1)),
     ]
     assert [a.error for a in answers] == [Reason.UNKNOWN_ORDER, Reason.UNKNOWN_ORDER,
-                                          Reason.NOT_OPEN, Reason.NOT_OPEN]
+                                          Reason.NOT_OPEN, Reason.NOT_OPEN,
+                                          Reason.UNKNOWN_ORDER, Reason.UNKNOWN_ORDER]
+    assert all(a.seq == 0 for a in answers)
     assert answers[2].result is not None and answers[2].result.status == "cancelled"
     assert sequencer.wal.records == records, "nothing was logged for them"
     # The same refusals from the engine itself, as replay would give them: the answers are unchanged.
@@ -226,8 +230,11 @@ async def test_an_id_an_order_in_flight_will_take_is_sequenced_not_refused(path:
     next_id = sequencer.engine.next_order_id
     placed = asyncio.create_task(sequencer.submit(order(1, account="alice")))
     cancel = asyncio.create_task(sequencer.submit(Cancel("alice", next_id)))
+    beyond = asyncio.create_task(sequencer.submit(Cancel("alice", next_id + 10)))
     await asyncio.sleep(0.02)
     assert not cancel.done(), "the id is not given out yet: only the log's order can tell"
+    assert beyond.done() and beyond.result().error == Reason.UNKNOWN_ORDER and beyond.result().seq == 0, \
+        "no command in flight can be given that id"
     ops.gate.set()
     await symbol
     assert (await placed).result.order_id == next_id

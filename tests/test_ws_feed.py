@@ -286,3 +286,43 @@ async def test_a_slow_subscriber_never_stalls_order_entry_or_other_viewers(tmp_p
     finally:
         slow.close()
         server.kill()
+
+
+def _masked_text_frame(payload: bytes) -> bytes:
+    mask = os.urandom(4)
+    header = bytes([0x81, 0x80 | len(payload)]) if len(payload) < 126 else \
+        bytes([0x81, 0x80 | 126]) + len(payload).to_bytes(2, "big")
+    return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+async def test_a_client_that_never_reads_its_answers_is_closed_not_buffered_forever(server: ServerProcess) -> None:
+    """Every message is answered; a client that keeps sending and never reads would otherwise grow the
+    server's memory without bound (answers are not feed data, so no resync can replace them)."""
+    sock = _raw_ws_that_never_reads(server.port)
+    frames = b"".join(_masked_text_frame(json.dumps({"op": "order", "id": f"request-{i}"}).encode())
+                      for i in range(30_000))  # each answered with a 401: it never authenticated
+
+    def send() -> None:
+        try:
+            sock.sendall(frames)
+        except OSError:  # closed by the server part way: what this test wants
+            pass
+
+    try:
+        sender = asyncio.create_task(asyncio.to_thread(send))
+        async with aiohttp.ClientSession() as s:
+            deadline = time.monotonic() + 30
+            clients = 1
+            while time.monotonic() < deadline:
+                async with s.get(f"{server.url}/metrics") as r:
+                    clients = metric(await r.text(), "tickflow_websocket_clients")
+                if clients == 0:
+                    break
+                await asyncio.sleep(0.2)
+            assert clients == 0, "the client that does not read is still connected"
+            async with s.get(f"{server.url}/health") as r:
+                assert r.status == 200
+        await asyncio.wait_for(sender, 30)
+    finally:
+        sock.close()
+    assert "Traceback" not in server.output()

@@ -200,15 +200,18 @@ class Engine:
             return Outcome(result.seq, result, None, _EMPTY, _EMPTY, _EMPTY, replayed=True)
         return Outcome(result.seq, result, Reason.DUPLICATE_MISMATCH, _EMPTY, _EMPTY, _EMPTY, replayed=True)
 
-    def certain_refusal(self, command: Cancel | Amend, durable_seq: int) -> Outcome | None:
+    def certain_refusal(self, command: Cancel | Amend, durable_seq: int, in_flight: int = 0) -> Outcome | None:
         """The refusal of a cancel or amend that no command still in flight could change, or None.
 
         Ids are handed out in order and a closed order never reopens, so a cancel or amend of an id
         already given out to another account, or of an order no longer open, is refused however the
         commands ahead of it turn out, once that order's last change (up to `durable_seq`) is
-        durable. The sequencer answers those without a log record; seq 0 says none was written."""
+        durable; so is an id that not even the `in_flight` commands still to be applied could be
+        given. The sequencer answers those without a log record; seq 0 says none was written."""
         order_id = command.order_id
-        if not 0 < order_id < len(self.orders):
+        if order_id <= 0 or order_id >= len(self.orders) + in_flight:
+            return Outcome(0, None, Reason.UNKNOWN_ORDER, _EMPTY, _EMPTY, _EMPTY)
+        if order_id >= len(self.orders):
             return None  # an id the orders in flight may still be given
         order = self.orders[order_id]
         if order is None or order.seq > durable_seq:

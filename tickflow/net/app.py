@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 from aiohttp import WSMsgType, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Command, Reason
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 ACCOUNT_PATTERN = re.compile(r"\A[A-Za-z0-9._:@-]{1,64}\Z")
 INTERVALS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "1h": 3_600_000}
 MAX_WS_IN_FLIGHT = 1024
+MAX_WS_ID = 128
+"""The longest request id echoed back in answers."""
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 
 
@@ -99,6 +102,9 @@ async def errors(request: web.Request, handler: Callable[[web.Request], Awaitabl
         return _error(503, "timed out waiting for the log to become durable")
     except asyncio.CancelledError:
         raise
+    except ConnectionError:  # the client went away mid-request: nothing went wrong here
+        log.debug("%s %s: the client disconnected", request.method, request.path)
+        return _error(400, "the connection was lost before the request was read")
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         return _error(500, "internal error")
@@ -116,7 +122,12 @@ def _account(request: web.Request) -> str:
 async def _body(request: web.Request) -> Any:
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise BadRequest(f"body over {MAX_BODY} bytes", None, 413)
-    return protocol.decode_json(await request.read())
+    try:
+        body = await request.read()
+    except web.RequestPayloadError as e:  # e.g. a Content-Encoding the body does not match
+        why = str(e.__cause__.message if isinstance(e.__cause__, HttpProcessingError) else e).strip()
+        raise BadRequest(f"cannot read the body: {why}", None) from None
+    return protocol.decode_json(body)
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -125,7 +136,7 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
         return default
     negative = text.startswith("-")
     if not protocol.DIGITS.match(text[negative:]):
-        raise BadRequest(f"{name} must be an integer, not {text!r}", name)
+        raise BadRequest(f"{name} must be an integer, not {protocol.brief(text)}", name)
     value = -int(text[1:]) if negative else int(text)
     if not low <= value <= high:
         raise BadRequest(f"{name} must be between {low} and {high}", name)
@@ -218,7 +229,7 @@ def _symbol(request: web.Request, name: str | None) -> str:
     if not name:
         raise BadRequest("symbol is required", "symbol")
     if name not in ex.feed.mirrors:
-        raise BadRequest(f"unknown symbol {name!r}", "symbol", 404 if "symbol" in request.match_info else 400)
+        raise BadRequest(f"unknown symbol {protocol.brief(name)}", "symbol", 404 if "symbol" in request.match_info else 400)
     return name
 
 
@@ -295,9 +306,13 @@ async def get_static(request: web.Request) -> web.StreamResponse:
     """The browser page: every file of web/ at its own path, index.html at `/`."""
     root = request.app[EXCHANGE].web_dir.resolve()
     name = request.match_info.get("path") or "index.html"
-    path = (root / name).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
-        return _error(404, f"not found: /{name}")
+    try:
+        path = (root / name).resolve()
+        found = path.is_relative_to(root) and path.is_file()
+    except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+        found = False
+    if not found:
+        return _error(404, f"not found: {protocol.brief('/' + name)}")
     return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
 
 
@@ -376,7 +391,7 @@ class _WsSession:
         elif op in ("order", "cancel", "amend"):
             self.request(op, message)
         else:
-            self.error(f"unknown op {op!r}: expected auth, subscribe, unsubscribe, order, cancel, amend, ping")
+            self.error(f"unknown op {protocol.brief(op)}: expected auth, subscribe, unsubscribe, order, cancel, amend, ping")
 
     def subscription(self, op: str, symbols: Any) -> None:
         feed = self.ex.feed
@@ -385,7 +400,7 @@ class _WsSession:
             return
         unknown = [s for s in symbols if s not in feed.mirrors]
         if unknown:
-            self.error(f"unknown symbols: {', '.join(map(str, unknown[:10]))}", op=op, field="symbols")
+            self.error(f"unknown symbols: {', '.join(protocol.brief(s) for s in unknown[:10])}", op=op, field="symbols")
             return
         for symbol in dict.fromkeys(symbols):
             if op == "subscribe":
@@ -397,6 +412,10 @@ class _WsSession:
         request_id = message.pop("id", None)
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
             self.error("every order, cancel and amend needs an 'id' (string or integer)", op=op)
+            return
+        too_long = len(request_id) > MAX_WS_ID if isinstance(request_id, str) else not -(1 << 63) <= request_id < 1 << 63
+        if too_long:
+            self.error(f"an 'id' is a string of at most {MAX_WS_ID} characters or a 64-bit integer", op=op)
             return
         if self.sub.account is None:
             self._result(request_id, 401, encode({"error": "authenticate first: {\"op\": \"auth\", \"token\": ...}"}))
@@ -418,7 +437,7 @@ class _WsSession:
         order_id = protocol.order_id_field(message.pop("orderId", None))
         if op == "cancel":
             if message:
-                raise BadRequest(f"unknown fields for cancel: {', '.join(map(str, message))}")
+                raise BadRequest(f"unknown fields for cancel: {', '.join(protocol.brief(k) for k in list(message)[:10])}")
             return protocol.cancel(account, order_id)
         return protocol.amend(account, order_id, message)
 

@@ -24,6 +24,8 @@ RECENT_TRADES = 50
 BUFFER_MESSAGES = 2048
 """Messages a subscriber may have queued before it counts as slow."""
 MAX_RESYNCS = 3
+MAX_REPLIES = 4096
+"""Answers waiting for a client that does not read them before it is closed (1008)."""
 """Slow-consumer resyncs tolerated within RESYNC_WINDOW seconds before the connection is closed."""
 RESYNC_WINDOW = 10.0
 
@@ -89,10 +91,24 @@ class Subscriber:
         self.wake.set()
 
     def reply(self, message: str | bytes) -> None:
-        """Queue an answer to this connection's own request (bounded by its requests in flight)."""
-        if not self.closed:
-            self.replies.append(message)
-            self.wake.set()
+        """Queue an answer to this connection's own request; a client that sends without reading its
+        answers is closed once MAX_REPLIES of them wait, rather than grow this process's memory."""
+        if self.closed:
+            return
+        if len(self.replies) >= MAX_REPLIES:
+            log.info("closing a WebSocket client that does not read its answers")
+            self.close(1008, b"too many unread answers: read them before sending more")
+            return
+        self.replies.append(message)
+        self.wake.set()
+
+    def close(self, code: int, why: bytes) -> None:
+        """Stop sending to this connection and close it."""
+        self.closed = True
+        self.buffer.clear()
+        self.replies.clear()
+        self.wake.set()
+        asyncio.ensure_future(self._drop(code, why))
 
     def _resync(self) -> None:
         now = asyncio.get_running_loop().time()
@@ -103,19 +119,17 @@ class Subscriber:
         self.feed.stats_resyncs += 1
         if len(self.resyncs) > MAX_RESYNCS:
             log.info("closing a WebSocket client that keeps falling behind")
-            self.closed = True
-            self.wake.set()
-            asyncio.ensure_future(self._drop())
+            self.close(1013, b"too slow: fell behind the feed")
             return
         self.buffer.append(encode({"type": "resync", "reason": "slow consumer"}))
         for symbol in sorted(self.symbols):
             self.buffer.append(self.feed.snapshot(symbol))
         self.wake.set()
 
-    async def _drop(self) -> None:
-        """Close with 1013; a peer that does not read cannot take the close frame either, so abort."""
+    async def _drop(self, code: int, why: bytes) -> None:
+        """Close with `code`; a peer that does not read cannot take the close frame either, so abort."""
         try:
-            await asyncio.wait_for(self.ws.close(code=1013, message=b"too slow: fell behind the feed"), 1.0)
+            await asyncio.wait_for(self.ws.close(code=code, message=why), 1.0)
         except (asyncio.TimeoutError, ConnectionError, RuntimeError):
             pass
         if self.transport is not None:

@@ -124,7 +124,7 @@ def convert(data: Any, kind: type[msgspec.Struct]) -> Any:
 def new_order(account: str, data: Any, symbols: set[str] | dict[str, Any]) -> NewOrder:
     req: OrderRequest = convert(data, OrderRequest)
     if req.symbol not in symbols:
-        raise BadRequest(f"unknown symbol {req.symbol!r}", "symbol")
+        raise BadRequest(f"unknown symbol {brief(req.symbol)}", "symbol")
     if req.type == "limit":
         if req.price is None:
             raise BadRequest("a limit order needs a price", "price")
@@ -154,6 +154,12 @@ def cancel(account: str, order_id: int) -> Cancel:
     return Cancel(account, order_id)
 
 
+def brief(value: Any, limit: int = 40) -> str:
+    """`value`'s repr for an error message, cut short: an answer never echoes a large input back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def order_id(text: str) -> int:
     """An order id from a URL path: anything but a number in range names no order (404)."""
     return _in_range(int(text) if DIGITS.match(text) else None, text)
@@ -162,14 +168,14 @@ def order_id(text: str) -> int:
 def order_id_field(value: Any) -> int:
     """An order id from a JSON message: a missing or mistyped field is a bad request (400)."""
     if type(value) is not int:
-        raise BadRequest(f"orderId must be an integer, not {value!r}", "orderId")
+        raise BadRequest(f"orderId must be an integer, not {brief(value)}", "orderId")
     return _in_range(value, value)
 
 
 def _in_range(value: int | None, given: Any) -> int:
     """An order id can only be 1..2**62-1; any other number names no order (404)."""
     if value is None or not 0 < value < 1 << 62:
-        raise BadRequest(f"order id must be a positive integer, not {given!r}", "orderId", 404)
+        raise BadRequest(f"order id must be a positive integer, not {brief(given)}", "orderId", 404)
     return value
 
 

@@ -206,7 +206,9 @@ class Sequencer:
         key = None
         kind = type(command)
         if kind is Cancel or kind is Amend:
-            refused = self.engine.certain_refusal(command, self._durable_seq())  # type: ignore[arg-type]
+            # Commands queued or waiting for room are applied first: they may still be given ids.
+            in_flight = len(self._items) + len(self._room)
+            refused = self.engine.certain_refusal(command, self._durable_seq(), in_flight)  # type: ignore[arg-type]
             if refused is not None:
                 return refused
         elif kind is NewOrder and command.client_order_id is not None:

@@ -135,6 +135,8 @@ class Sequencer:
         self._items: deque[_Item] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._room: deque[asyncio.Future[None]] = deque()
+        self._admitted = 0
+        """Callers let in from `_room` that have not queued their command yet."""
         self._inflight: dict[tuple[str, str], _Item] = {}
         self._unacked: deque[tuple[int, list[_Item], list[Outcome]]] = deque()
         """(the log's size after the batch, the batch, its outcomes): written, not yet durable."""
@@ -207,7 +209,7 @@ class Sequencer:
         kind = type(command)
         if kind is Cancel or kind is Amend:
             # Commands queued or waiting for room are applied first: they may still be given ids.
-            in_flight = len(self._items) + len(self._room)
+            in_flight = len(self._items) + len(self._room) + self._admitted
             refused = self.engine.certain_refusal(command, self._durable_seq(), in_flight)  # type: ignore[arg-type]
             if refused is not None:
                 return refused
@@ -252,6 +254,8 @@ class Sequencer:
             try:
                 await waiter
             except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._admitted -= 1  # let in, then cancelled before it could queue
                 waiter.cancel()
                 try:
                     self._room.remove(waiter)
@@ -260,6 +264,7 @@ class Sequencer:
                 if len(self._items) < self.queue_size and not waiter.cancelled():
                     self._release_room(1)  # the room we were given goes to the next in line
                 raise
+            self._admitted -= 1
             if self.failed:
                 raise SequencerStopped(self.failed)
             if self._closing:
@@ -475,5 +480,6 @@ class Sequencer:
             waiter = room.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+                self._admitted += 1
                 if n is not None:
                     n -= 1

@@ -274,11 +274,17 @@ async def test_bodies_and_paths_the_server_cannot_read_are_refused_without_a_tra
     assert "Traceback" not in server.output() and "ERROR" not in server.output()
 
 
-async def test_a_wrong_method_says_which_are_allowed(server: ServerProcess) -> None:
+async def test_a_wrong_method_says_which_are_allowed_and_an_unknown_route_is_404(server: ServerProcess) -> None:
     async with aiohttp.ClientSession() as s:
         async with s.put(f"{server.url}/orders/1", headers=auth("alice")) as r:
             assert r.status == 405 and r.content_type == "application/json" and "error" in await r.json()
             assert set(r.headers["Allow"].split(",")) >= {"GET", "DELETE", "PATCH"}
+        for method, path in (("POST", "/health"), ("DELETE", "/book/ACME"), ("POST", "/index.html")):
+            async with s.request(method, server.url + path, headers=auth("alice")) as r:
+                assert r.status == 405 and r.headers["Allow"] == "GET,HEAD", (method, path)
+        for method, path in (("POST", "/no/such/route"), ("DELETE", "/orders/"), ("PATCH", "/orders/1/x")):
+            async with s.request(method, server.url + path, headers=auth("alice")) as r:
+                assert r.status == 404 and "error" in await r.json(), (method, path)
 
 
 async def test_requests_that_are_not_http_get_a_400_and_no_traceback(server: ServerProcess) -> None:

@@ -303,7 +303,17 @@ async def get_openapi(request: web.Request) -> web.Response:
 
 
 async def get_static(request: web.Request) -> web.StreamResponse:
-    """The browser page: every file of web/ at its own path, index.html at `/`."""
+    """The browser page: every file of web/ at its own path, index.html at `/`.
+
+    Routed for every method, so that a path no route knows answers 404 whatever the method; a path
+    some route knows, asked with a method it does not take, still answers 405 with `Allow`."""
+    if request.method not in ("GET", "HEAD"):
+        allowed: set[str] = set()
+        for resource in request.app.router.resources():
+            if resource is not request.match_info.route.resource:
+                allowed |= (await resource.resolve(request))[1]
+        if allowed:
+            raise web.HTTPMethodNotAllowed(request.method, allowed)
     root = request.app[EXCHANGE].web_dir.resolve()
     name = request.match_info.get("path") or "index.html"
     try:
@@ -313,6 +323,8 @@ async def get_static(request: web.Request) -> web.StreamResponse:
         found = False
     if not found:
         return _error(404, f"not found: {protocol.brief('/' + name)}")
+    if request.method not in ("GET", "HEAD"):
+        raise web.HTTPMethodNotAllowed(request.method, ("GET", "HEAD"))
     return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
 
 
@@ -475,5 +487,5 @@ def make_app(exchange: Exchange) -> web.Application:
     r.add_get("/metrics", get_metrics)
     r.add_get("/openapi.json", get_openapi)
     r.add_get("/ws", websocket)
-    r.add_get("/{path:.*}", get_static)
+    r.add_route("*", "/{path:.*}", get_static)
     return app

@@ -244,7 +244,7 @@ class RefEngine:
             return Outcome(seq, None, "unknown_order", [], [], [])
         if not self.is_resting(order):
             return Outcome(seq, order.state(), "not_open", [], [], [])
-        if cmd.qty is None and cmd.price is None:
+        if cmd.qty in (None, order.qty) and cmd.price in (None, order.price):
             return Outcome(seq, order.state(), "nothing_to_amend", [], [], [])
         qty = order.qty if cmd.qty is None else cmd.qty
         price = order.price if cmd.price is None else cmd.price

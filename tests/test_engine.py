@@ -255,6 +255,7 @@ def test_amend_quantity_counts_what_was_already_filled(d: Driver) -> None:
 @pytest.mark.parametrize("qty, price, error", [
     (0, None, "bad_qty"), (MAX_QTY + 1, None, "bad_qty"), (None, 0, "bad_price"),
     (None, MAX_PRICE + 1, "bad_price"), (None, None, "nothing_to_amend"),
+    (10, None, "nothing_to_amend"), (None, 100, "nothing_to_amend"), (10, 100, "nothing_to_amend"),
 ])
 def test_bad_amends_are_errors_that_change_nothing(d: Driver, qty: int | None, price: int | None,
                                                    error: str) -> None:

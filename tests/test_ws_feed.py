@@ -210,6 +210,15 @@ async def test_odd_order_ids_tokens_and_sizes_over_websocket(server: ServerProce
             assert result["status"] == 400 and result["body"]["field"] == "orderId", (request, result)
         async with s.get(f"{server.url}/orders/{oid}", headers={"Authorization": "Bearer mm"}) as r:
             assert (await r.json())["status"] == "new"  # neither amended nor cancelled
+        for long_id in ("x" * 129, 1 << 64):
+            await ws.send_json({"op": "cancel", "id": long_id, "orderId": oid})
+            (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
+            assert reply["type"] == "error" and "id" not in reply and "at most 128" in reply["error"]
+        for updates in ("0", "no", "False"):
+            other = await s.ws_connect(server.ws_url + f"?token=mm&updates={updates}")
+            (reply,) = await receive_until(other, lambda got: len(got) >= 1)
+            assert reply["type"] == "error" and reply["field"] == "updates", updates
+            await other.close()
         await ws.send_str('{"op": "ping"}' + " " * (64 * 1024 - 14))  # exactly 64 KiB: allowed
         assert (await receive_until(ws, lambda got: len(got) >= 1)) == [{"type": "pong"}]
         await ws.send_str('{"op": "ping"}' + " " * (64 * 1024 - 13))  # one byte over

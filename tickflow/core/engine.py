@@ -252,7 +252,8 @@ class Engine:
             return Outcome(seq, None, Reason.UNKNOWN_ORDER, _EMPTY, _EMPTY, _EMPTY)
         if not order.live:
             return Outcome(seq, state_of(order), Reason.NOT_OPEN, _EMPTY, _EMPTY, _EMPTY)
-        if cmd.qty is None and cmd.price is None:
+        if (cmd.qty is None or cmd.qty == order.qty) and (cmd.price is None or cmd.price == order.price):
+            # Nothing would change: the order keeps its seq and the book its state, as if never sent.
             return Outcome(seq, state_of(order), Reason.NOTHING_TO_AMEND, _EMPTY, _EMPTY, _EMPTY)
         qty = order.qty if cmd.qty is None else cmd.qty
         price = order.price if cmd.price is None else cmd.price

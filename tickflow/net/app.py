@@ -342,7 +342,8 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
     session = _WsSession(ex, sub)
     token = request.query.get("token")
     if token is not None:
-        session.auth(token, request.query.get("updates", "true") != "false")
+        updates = request.query.get("updates", "true")
+        session.auth(token, {"true": True, "false": False}.get(updates, updates))
     try:
         async for msg in ws:
             ex.counters["ws_messages"] += 1

@@ -27,7 +27,7 @@ def _json(schema: dict[str, Any], about: str) -> dict[str, Any]:
 def _errors(*codes: int) -> dict[str, Any]:
     about = {400: "bad input", 401: "no or unknown token", 404: "unknown order or symbol",
              409: "not open any more, or clientOrderId reused", 413: "body too large",
-             503: "shutting down or log failed"}
+             503: "shutting down, the log failed, or a wait for durability (or for SQLite) timed out"}
     return {str(c): _json(_ref("Error"), about[c]) for c in codes}
 
 
@@ -44,15 +44,15 @@ ORDER = _obj({
 ORDER_REQUEST = _obj({
     "symbol": {"type": "string"}, "side": SIDE,
     "type": {"type": "string", "enum": ["limit", "market"], "default": "limit"},
-    "price": {"type": "integer", "minimum": 1, "maximum": MAX_PRICE},
+    "price": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_PRICE},
     "qty": {"type": "integer", "minimum": 1, "maximum": MAX_QTY},
     "tif": {"type": "string", "enum": ["gtc", "ioc", "fok"], "default": "gtc"},
     "postOnly": {"type": "boolean", "default": False},
     "clientOrderId": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9._:-]+$"},
 }, required=["symbol", "side", "qty"])
 AMEND_REQUEST = _obj({
-    "qty": {"type": "integer", "minimum": 1, "maximum": MAX_QTY},
-    "price": {"type": "integer", "minimum": 1, "maximum": MAX_PRICE},
+    "qty": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_QTY},
+    "price": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_PRICE},
 }, required=[])
 ERROR = _obj({"error": {"type": "string"}, "field": {"type": "string"}, "code": {"type": "string"},
               "order": _ref("Order"), "original": _ref("Order")}, required=["error"])
@@ -100,13 +100,13 @@ OPENAPI: dict[str, Any] = {
                 "summary": "The caller's open orders, oldest first", "security": AUTH,
                 "parameters": [_query("status", {"type": "string", "enum": ["open"], "default": "open"})],
                 "responses": {"200": _json(_obj({"orders": {"type": "array", "items": _ref("Order")}}), "open orders"),
-                              **_errors(400, 401)},
+                              **_errors(400, 401, 503)},
             },
         },
         "/orders/{orderId}": {
             "parameters": [ORDER_ID],
             "get": {"summary": "An order's current state", "security": AUTH,
-                    "responses": {"200": _json(_ref("Order"), "the order"), **_errors(401, 404)}},
+                    "responses": {"200": _json(_ref("Order"), "the order"), **_errors(401, 404, 503)}},
             "delete": {"summary": "Cancel an order", "security": AUTH,
                        "responses": {"200": _json(_ref("Order"), "the cancelled order"),
                                      **_errors(401, 404, 409, 503)}},
@@ -129,9 +129,9 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": "Trades in trade-id order",
                 "parameters": [_query("symbol", {"type": "string"}),
-                               _query("after", {"type": "integer", "minimum": 0, "default": 0}),
+                               _query("after", {"type": "integer", "minimum": 0, "maximum": 1 << 62, "default": 0}),
                                _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})],
-                "responses": {"200": _json({"type": "array", "items": _ref("Trade")}, "trades"), **_errors(400)},
+                "responses": {"200": _json({"type": "array", "items": _ref("Trade")}, "trades"), **_errors(400, 503)},
             }
         },
         "/bars": {
@@ -140,9 +140,9 @@ OPENAPI: dict[str, Any] = {
                 "parameters": [_query("symbol", {"type": "string"}, True),
                                _query("interval", {"type": "string", "enum": ["1m", "5m", "15m", "1h"],
                                                    "default": "1m"}),
-                               _query("from", {"type": "integer", "minimum": 0}),
-                               _query("to", {"type": "integer", "minimum": 0})],
-                "responses": {"200": _json({"type": "array", "items": _ref("Bar")}, "bars"), **_errors(400)},
+                               _query("from", {"type": "integer", "minimum": 0, "maximum": 1 << 50}),
+                               _query("to", {"type": "integer", "minimum": 0, "maximum": 1 << 50})],
+                "responses": {"200": _json({"type": "array", "items": _ref("Bar")}, "bars"), **_errors(400, 503)},
             }
         },
         "/symbols": {"get": {"summary": "Symbols with best bid, best ask and last price", "responses": {

@@ -6,7 +6,7 @@ On start it replays the log and prints one line, `{"ready": ..., "records": ...,
 Then each stdin line is a JSON `[id, command]` (a command as msgspec encodes it, e.g.
 `["n", account, symbol, side, type, price, qty, tif, post_only, client_order_id]`); each is submitted
 concurrently, and when its answer comes back (so only once its record is durable) one line
-`[id, seq, error, replayed, result]` is printed, or `[id, null, "stopped: ...", false, null]`.
+`[id, seq, error, replayed, result, next order id]` is printed, or `[id, null, "stopped: ...", false, null]`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ async def serve(path: str, mode: str) -> None:
         except SequencerStopped as e:
             emit([ident, None, f"stopped: {e}", False, None])
             return
-        emit([ident, o.seq, o.error, o.replayed, o.result])
+        # For an answer without a record (seq 0), given at once: how many order ids were out then.
+        emit([ident, o.seq, o.error, o.replayed, o.result, sequencer.engine.next_order_id])
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 
 from tickflow.net.client import (
     ApiError,
@@ -27,7 +28,9 @@ URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080"
 async def main() -> None:
     # HTTP: one call, one typed answer; a 4xx/5xx raises ApiError with the status and the body.
     async with Client(URL, token="alice") as alice:
-        bid = await alice.place_order("ACME", "buy", 10, price=9_990, client_order_id="example-bid-1")
+        # A clientOrderId makes a retry safe: the same id again answers with this order, unchanged.
+        run = time.strftime("%Y%m%d-%H%M%S")
+        bid = await alice.place_order("ACME", "buy", 10, price=9_990, client_order_id=f"example-bid-{run}")
         print(f"alice: #{bid.order_id} {bid.status}, {bid.remaining_qty} resting at {bid.price}")
         try:
             await alice.place_order("ACME", "buy", 0, price=9_990)
@@ -63,7 +66,8 @@ async def main() -> None:
 
     async with Client(URL, token="alice") as alice:
         await alice.cancel_order(bid.order_id)
-        for t in await alice.trades("ACME", limit=5):
+        first = orders[0].fills[0].trade_id if orders[0].fills else 1
+        for t in await alice.trades("ACME", after=first - 1, limit=5):
             print(f"from the trade store: #{t.trade_id} {t.qty} @ {t.price}")
 
 

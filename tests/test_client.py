@@ -21,6 +21,7 @@ from tickflow.net.client import (
     Level,
     LocalBook,
     NotConnected,
+    Order,
     OrderChanged,
     Session,
     StateChanged,
@@ -219,15 +220,28 @@ async def test_gap_in_the_feed_resubscribes_for_a_fresh_snapshot(server: ServerP
         assert [lv.price for lv in ws.books["ACME"].bids()] == [lv.price for lv in http_book.bids]
 
 
-async def test_reconnect_backfills_missed_trades(server: ServerProcess) -> None:
+async def all_trades(client: Client, symbol: str, after: int) -> list[int]:
+    ids: list[int] = []
+    while page := await client.trades(symbol, after=after, limit=1000):
+        ids += [t.trade_id for t in page]
+        after = ids[-1]
+    return ids
+
+
+async def test_reconnect_backfills_missed_trades_and_orders_that_changed(server: ServerProcess) -> None:
+    """More trades than one page of /trades print while the session is away, and one of them fills
+    the session's own resting order: after reconnecting it has every trade once and the fill."""
     trades: list[int] = []
     states: list[str] = []
+    changed: list[Order] = []
 
     def listen(e: Event) -> None:
         if isinstance(e, TradesReceived) and e.symbol == "GAMMA":
             trades.extend(t.trade_id for t in e.trades)
         if isinstance(e, StateChanged):
             states.append(e.state)
+        if isinstance(e, OrderChanged):
+            changed.append(e.order)
 
     backoff = Backoff(initial=1.0, maximum=1.0, jitter=0.0)
     async with Session(server.url, "hank", symbols=["GAMMA"], backoff=backoff) as ws, \
@@ -237,18 +251,20 @@ async def test_reconnect_backfills_missed_trades(server: ServerProcess) -> None:
         await ivan.place_order("GAMMA", "sell", 1, 650)
         await judy.place_order("GAMMA", "buy", 1, 650)
         await wait_for(lambda: len(trades) >= 1)
+        mine = await ws.place_order("GAMMA", "sell", 1, 650)
+        for start in range(0, 1100, 100):
+            await asyncio.gather(*(ivan.place_order("GAMMA", "sell", 1, 651) for _ in range(100)))
         assert ws._ws is not None
         await ws._ws.close()  # the network drops; the server carries on
         await wait_for(lambda: "reconnecting" in states)
-        for _ in range(70):  # more than the snapshot's recent trades
-            await ivan.place_order("GAMMA", "sell", 1, 650)
-            await judy.place_order("GAMMA", "buy", 1, 650)
+        swept = await judy.place_order("GAMMA", "buy", 1101, 651)  # 1101 trades while away
+        assert swept.filled_qty == 1101
         await wait_for(lambda: states[-1] == "connected" and ws.books["GAMMA"].live)
-        last = (await ivan.trades("GAMMA", after=0, limit=1000))[-1].trade_id
-        await wait_for(lambda: trades[-1] == last)
-        gamma_ids = [t.trade_id for t in await ivan.trades("GAMMA", after=trades[0] - 1, limit=1000)]
+        gamma_ids = await all_trades(ivan, "GAMMA", trades[0] - 1)
+        await wait_for(lambda: trades[-1] == gamma_ids[-1], 10)
         assert trades == gamma_ids  # nothing missed, nothing twice
         assert ws.reconnects == 1
+        await wait_for(lambda: any(o.order_id == mine.order_id and o.status == "filled" for o in changed))
 
 
 async def test_session_survives_kill_9(tmp_path: Path) -> None:
@@ -297,6 +313,27 @@ async def test_a_refused_token_stops_the_session(tmp_path: Path) -> None:
             with pytest.raises(ApiError) as err:
                 await http.open_orders()
             assert err.value.status == 401
+    finally:
+        proc.kill()
+
+
+async def test_events_end_when_the_session_stops_by_itself_and_start_at_the_call(tmp_path: Path) -> None:
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"])
+    proc.start()
+    try:
+        session = Session(proc.url, "mona", reconnect=False)
+        events = session.events()  # registered here: nothing before the first iteration is missed
+        await session.start()
+        await asyncio.to_thread(proc.kill)
+        async def collect() -> list[Event]:
+            return [e async for e in events]
+
+        seen = await asyncio.wait_for(collect(), 10)  # ends: the session will not reconnect
+        states = [e.state for e in seen if isinstance(e, StateChanged)]
+        assert states[:2] == ["connecting", "connected"] and states[-1] == "closed"
+        events = session.events()
+        assert await asyncio.wait_for(collect(), 5) == []  # already stopped: nothing to wait for
+        await session.close()
     finally:
         proc.kill()
 

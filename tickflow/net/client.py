@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar
 import aiohttp
 import msgspec
 from sortedcontainers import SortedDict
+from urllib.parse import quote
 
 log = logging.getLogger("tickflow.client")
 
@@ -48,6 +49,8 @@ Tif = Literal["gtc", "ioc", "fok"]
 ConnState = Literal["connecting", "connected", "reconnecting", "closed"]
 
 OPEN_STATUSES = frozenset({"new", "partially_filled"})
+MAX_IN_FLIGHT = 1024
+"""Order-entry requests one WebSocket may have in flight (the server answers 429 above it); more wait."""
 
 
 def new_http_session() -> aiohttp.ClientSession:
@@ -263,7 +266,8 @@ class ApiError(TickflowError):
 
 
 class NotConnected(TickflowError):
-    """A WebSocket call was made while the session is not connected (it may be reconnecting)."""
+    """The request was not sent: the session is not connected (it may be reconnecting), or the
+    server could not be reached at all."""
 
 
 class ConnectionLost(TickflowError):
@@ -271,6 +275,10 @@ class ConnectionLost(TickflowError):
 
     Retrying with the same `clientOrderId` is safe: the server answers a retry with the original result.
     """
+
+
+class RequestTimeout(ConnectionLost, TimeoutError):
+    """No answer within the timeout: the request may still have been carried out (outcome unknown)."""
 
 
 class AuthFailed(TickflowError):
@@ -366,12 +374,19 @@ class Client:
             data = _encode(body)
             headers["Content-Type"] = "application/json"
         query = {k: str(v) for k, v in (params or {}).items() if v is not None}
-        async with self._http().request(method, self.url + path, params=query, data=data,
-                                        headers=headers, timeout=self._timeout) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise ApiError(resp.status, _decode_body(raw))
-            return raw
+        try:
+            async with self._http().request(method, self.url + path, params=query, data=data,
+                                            headers=headers, timeout=self._timeout) as resp:
+                raw = await resp.read()
+        except aiohttp.ClientConnectorError as e:  # nothing was sent
+            raise NotConnected(f"cannot reach {self.url}: {e}") from e
+        except asyncio.TimeoutError as e:
+            raise RequestTimeout(f"{method} {path}: no answer in {self._timeout.total} s; outcome unknown") from e
+        except (aiohttp.ClientError, OSError) as e:
+            raise ConnectionLost(f"{method} {path}: {type(e).__name__}: {e}; outcome unknown") from e
+        if resp.status >= 400:
+            raise ApiError(resp.status, _decode_body(raw))
+        return raw
 
     async def _typed(self, kind: type[T], method: str, path: str, params: dict[str, Any] | None = None,
                      body: dict[str, Any] | None = None) -> T:
@@ -400,7 +415,7 @@ class Client:
         return (await self._typed(_OrderList, "GET", "/orders", {"status": "open"})).orders
 
     async def book(self, symbol: str, depth: int = 20) -> Book:
-        return await self._typed(Book, "GET", f"/book/{symbol}", {"depth": depth})
+        return await self._typed(Book, "GET", f"/book/{quote(symbol, safe='')}", {"depth": depth})
 
     async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100) -> list[Trade]:
         """Trades with ids above `after`, in trade-id order, at most `limit` (1-1000)."""
@@ -580,9 +595,13 @@ class Session:
 
     `start()` (or `async with`) begins connecting in a background task; calls made while the session
     is not connected raise `NotConnected`, and calls in flight when the connection drops raise
-    `ConnectionLost`. After every (re)connection the session authenticates (when it has a token),
-    subscribes again to `symbols` and waits for fresh snapshots; trades missed while away are fetched
-    over HTTP so `TradesReceived` has no holes.
+    `ConnectionLost` (`RequestTimeout` when no answer came in time: the outcome is unknown either way,
+    and a retry with the same `clientOrderId` is safe). At most MAX_IN_FLIGHT order-entry requests are
+    on the wire at once; more wait their turn. After every (re)connection the session authenticates
+    (when it has a token), subscribes again to `symbols` (each on its own, so an unknown one costs only
+    itself: it is reported as a `ServerError`) and waits for fresh snapshots; trades missed while away
+    are fetched over HTTP so `TradesReceived` has no holes, and after a reconnection the account's
+    orders are read again, so an order that changed while away (a fill, say) gives an `OrderChanged`.
     """
 
     def __init__(self, url: str, token: str | None = None, *, symbols: Iterable[str] = (),
@@ -619,6 +638,11 @@ class Session:
         self._last_trade: dict[str, int] = {}
         self._http_client: Client | None = None
         self._was_connected = False
+        self._stopped = False
+        """The connection loop ended for good (closed, refused token, or no reconnecting)."""
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._orders: dict[int, Order] = {}
+        """The last state seen of each of the account's open orders (to catch up after a reconnection)."""
 
     # ---- life cycle
 
@@ -633,6 +657,7 @@ class Session:
         """Start connecting; with `wait`, return once connected (raise on `timeout` or bad token)."""
         if self._task is None:
             self._closing = False
+            self._stopped = False
             if self._http is None or self._http.closed:
                 self._http = new_http_session()
                 self._own_http = True
@@ -695,21 +720,30 @@ class Session:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    async def events(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
-        """Iterate over events from now on. A consumer that falls `maxsize` behind loses the oldest
-        (books stay right: each `BookChanged` carries the live `LocalBook`)."""
+    def events(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
+        """Iterate over the events from this call on; the iteration ends once the session has stopped
+        for good (closed, its token refused, or the connection lost with `reconnect=False`). A
+        consumer that falls `maxsize` behind loses the oldest (books stay right: each `BookChanged`
+        carries the live `LocalBook`)."""
         queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
         self._queues.append(queue)
+        return self._drain(queue)
+
+    async def _drain(self, queue: asyncio.Queue[Event]) -> AsyncIterator[Event]:
         try:
             while True:
+                if queue.empty() and self.state == "closed" and (self._stopped or self._closing):
+                    return
                 event = await queue.get()
                 yield event
-                if isinstance(event, StateChanged) and event.state == "closed" and self._closing:
+                if isinstance(event, StateChanged) and event.state == "closed" and (self._stopped or self._closing):
                     return
         finally:
             self._queues.remove(queue)
 
     def _emit(self, event: Event) -> None:
+        if isinstance(event, OrderChanged):
+            self._track(event.order)
         for listener in list(self._listeners):
             try:
                 listener(event)
@@ -728,6 +762,12 @@ class Session:
         else:
             self._connected.clear()
         self._emit(StateChanged(state, attempt, delay, error, self.account))
+
+    def _track(self, order: Order) -> None:
+        if order.is_open:
+            self._orders[order.order_id] = order
+        else:
+            self._orders.pop(order.order_id, None)
 
     # ---- market data
 
@@ -755,20 +795,26 @@ class Session:
         """Send one order-entry message with a fresh `id`; return the answer's HTTP status and raw body."""
         if self._ws is None or self._ws.closed or not self.connected:
             raise NotConnected(f"not connected to {self.url} ({self.state})")
-        rid = next(self._ids)
-        future: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = future
-        try:
-            await self._send({**op, "id": rid})
-            return await asyncio.wait_for(future, timeout or self._request_timeout)
-        finally:
-            self._pending.pop(rid, None)
+        timeout = self._request_timeout if timeout is None else timeout
+        async with self._slots:
+            rid = next(self._ids)
+            future: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
+            self._pending[rid] = future
+            try:
+                await self._send({**op, "id": rid})
+                return await asyncio.wait_for(future, timeout)
+            except asyncio.TimeoutError as e:
+                raise RequestTimeout(f"no answer to {op.get('op')} in {timeout} s; outcome unknown") from e
+            finally:
+                self._pending.pop(rid, None)
 
     async def _order_call(self, op: dict[str, Any], timeout: float | None) -> Order:
         status, raw = await self.request(op, timeout)
         if status >= 400:
             raise ApiError(status, _decode_body(raw))
-        return msgspec.json.decode(raw, type=Order)
+        order = msgspec.json.decode(raw, type=Order)
+        self._track(order)
+        return order
 
     async def place_order(self, symbol: str, side: Side, qty: int, price: int | None = None, *,
                           type: OrderType | None = None, tif: Tif = "gtc", post_only: bool = False,
@@ -835,6 +881,7 @@ class Session:
                 await asyncio.sleep(delay)
         finally:
             self._drop_connection()
+            self._stopped = True
             self._set_state("closed", error=str(self._fatal) if self._fatal else None)
 
     async def _connect_and_serve(self) -> None:
@@ -863,8 +910,24 @@ class Session:
         for book in self.books.values():
             book.live = False
         self._set_state("connected")
-        if self.symbols:
-            asyncio.ensure_future(self._send_quietly({"op": "subscribe", "symbols": list(self.symbols)}))
+        for symbol in self.symbols:
+            asyncio.ensure_future(self._send_quietly({"op": "subscribe", "symbols": [symbol]}))
+        if self.account is not None and self.reconnects:
+            asyncio.ensure_future(self._catch_up_orders())
+
+    async def _catch_up_orders(self) -> None:
+        """After a reconnection: read the account's orders again; report any that changed while away."""
+        try:
+            http = self.http
+            current = {o.order_id: o for o in await asyncio.wait_for(http.open_orders(), self._request_timeout)}
+            for order_id in [i for i in self._orders if i not in current]:
+                current[order_id] = await asyncio.wait_for(http.get_order(order_id), self._request_timeout)
+        except (TickflowError, asyncio.TimeoutError) as e:
+            log.warning("could not read the orders again after reconnecting: %s", e)
+            return
+        for order_id, order in current.items():
+            if self._orders.get(order_id) != order:
+                self._emit(OrderChanged(order))
 
     async def _send_quietly(self, message: dict[str, Any]) -> None:
         with contextlib.suppress(TickflowError, ConnectionError, aiohttp.ClientError):
@@ -943,16 +1006,23 @@ class Session:
         is retried a few times until the ids run without a hole into the snapshot's trades."""
         first = trades[0].trade_id
         missed: list[Trade] = []
-        for attempt in range(5):
+        after = last
+        retries = 0
+        while retries < 5:
             try:
-                missed = await asyncio.wait_for(self.http.trades(symbol, after=last, limit=1000),
-                                                self._request_timeout)
+                page = await asyncio.wait_for(self.http.trades(symbol, after=after, limit=1000),
+                                              self._request_timeout)
             except (TickflowError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
                 log.warning("could not fetch missed %s trades: %s", symbol, e)
                 break
-            if len(missed) >= 1000 or (missed and missed[-1].trade_id >= first - 1):
+            missed.extend(page)
+            if page:
+                after = page[-1].trade_id
+            if after >= first - 1:
                 break
-            await asyncio.sleep(0.05 * (attempt + 1))
+            if len(page) < 1000:  # SQLite may not hold them all yet: try again shortly
+                retries += 1
+                await asyncio.sleep(0.05 * retries)
         return sorted({t.trade_id: t for t in [*missed, *trades]}.values(), key=lambda t: t.trade_id)
 
     def _deliver_trades(self, symbol: str, trades: Sequence[Trade]) -> None:

@@ -24,10 +24,10 @@ RECENT_TRADES = 50
 BUFFER_MESSAGES = 2048
 """Messages a subscriber may have queued before it counts as slow."""
 MAX_RESYNCS = 3
-MAX_REPLIES = 4096
-"""Answers waiting for a client that does not read them before it is closed (1008)."""
 """Slow-consumer resyncs tolerated within RESYNC_WINDOW seconds before the connection is closed."""
 RESYNC_WINDOW = 10.0
+MAX_REPLIES = 4096
+"""Answers waiting for a client that does not read them before it is closed (1008)."""
 
 
 class SymbolMirror:

@@ -916,17 +916,24 @@ class Session:
             asyncio.ensure_future(self._catch_up_orders())
 
     async def _catch_up_orders(self) -> None:
-        """After a reconnection: read the account's orders again; report any that changed while away."""
+        """After a reconnection: read the account's orders again; report any that changed while away.
+
+        Private updates keep arriving meanwhile, so a state read here is reported only if it is
+        newer (a higher `seq`) than the last one seen, and never for an order closed meanwhile."""
+        before = dict(self._orders)
         try:
             http = self.http
-            current = {o.order_id: o for o in await asyncio.wait_for(http.open_orders(), self._request_timeout)}
-            for order_id in [i for i in self._orders if i not in current]:
-                current[order_id] = await asyncio.wait_for(http.get_order(order_id), self._request_timeout)
-        except (TickflowError, asyncio.TimeoutError) as e:
+            current = {o.order_id: o for o in await http.open_orders()}
+            for order_id in [i for i in before if i not in current]:
+                current[order_id] = await http.get_order(order_id)
+        except TickflowError as e:
             log.warning("could not read the orders again after reconnecting: %s", e)
             return
         for order_id, order in current.items():
-            if self._orders.get(order_id) != order:
+            latest = self._orders.get(order_id)
+            if latest is None and order_id in before:
+                continue  # closed by an update that came in meanwhile: that state is final
+            if latest is None or order.seq > latest.seq:
                 self._emit(OrderChanged(order))
 
     async def _send_quietly(self, message: dict[str, Any]) -> None:

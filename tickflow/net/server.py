@@ -18,7 +18,6 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_protocol import RequestPayloadError
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Outcome, Trade
@@ -268,7 +267,7 @@ class MalformedHttpFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, RequestPayloadError) and isinstance(error.__cause__, HttpProcessingError):
+        if isinstance(error, web.RequestPayloadError) and isinstance(error.__cause__, HttpProcessingError):
             error = error.__cause__  # a body that does not match its Content-Encoding (the handler said 400)
         if isinstance(error, HttpProcessingError):
             record.msg = f"{record.getMessage()}: {error.message or error!r}"

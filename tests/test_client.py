@@ -290,6 +290,8 @@ async def test_session_survives_kill_9(tmp_path: Path) -> None:
             assert again.status == "cancelled"
         attempts = [s for s in states if s.state == "reconnecting" and s.delay > 0]
         assert attempts and all(s.delay <= 0.3 for s in attempts)
+        # One event per attempt, each with its reason (no second, reasonless one as it starts).
+        assert all(s.error for s in states if s.state == "reconnecting")
     finally:
         proc.kill()
 

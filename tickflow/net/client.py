@@ -855,7 +855,8 @@ class Session:
         first = True
         try:
             while not self._closing:
-                self._set_state("connecting" if first else "reconnecting", attempt)
+                if first:  # a reconnection was announced, with its delay and reason, before the pause
+                    self._set_state("connecting", attempt)
                 error: str | None = None
                 try:
                     await self._connect_and_serve()

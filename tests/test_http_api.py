@@ -274,6 +274,25 @@ async def test_bodies_and_paths_the_server_cannot_read_are_refused_without_a_tra
     assert "Traceback" not in server.output() and "ERROR" not in server.output()
 
 
+async def test_a_body_that_never_finishes_arriving_gets_a_408_and_the_connection_closes(tmp_path: Any) -> None:
+    server = ServerProcess(tmp_path / "data", extra=["--body-timeout", "0.5"]).start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"POST /orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\n"
+                     b"Content-Length: 60\r\n\r\n{\"symbol\": \"ACME\"")  # and then nothing
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)  # read() returns: the server closed it
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {"error": "the body did not arrive within 0.5 s"}
+        async with aiohttp.ClientSession() as s:
+            st, placed = await call(s, "POST", f"{server.url}/orders", "alice", json=order())
+            assert st == 200 and placed["status"] == "new"
+        assert "Traceback" not in server.output()
+    finally:
+        server.kill()
+
+
 async def test_a_wrong_method_says_which_are_allowed_and_an_unknown_route_is_404(server: ServerProcess) -> None:
     async with aiohttp.ClientSession() as s:
         async with s.put(f"{server.url}/orders/1", headers=auth("alice")) as r:

@@ -33,6 +33,7 @@ MAX_WS_IN_FLIGHT = 1024
 MAX_WS_ID = 128
 """The longest request id echoed back in answers."""
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+BODY_TIMEOUT = 10.0
 
 
 @dataclass
@@ -48,6 +49,8 @@ class Exchange:
     """token -> account; None is open demo mode, where the token is the account."""
     started: float = field(default_factory=time.time)
     web_dir: Path = WEB_DIR
+    body_timeout: float = BODY_TIMEOUT
+    """Seconds a request body may take to arrive once its headers have."""
     counters: dict[str, int] = field(default_factory=lambda: {"http_requests": 0, "ws_messages": 0})
 
     def account(self, token: str | None) -> str | None:
@@ -91,7 +94,13 @@ async def errors(request: web.Request, handler: Callable[[web.Request], Awaitabl
             return _http_error(response)  # e.g. the static files' own 404
         return response
     except BadRequest as e:
-        return _json(e.body(), e.status)
+        response = _json(e.body(), e.status)
+        if e.status == 408:  # the rest of that body may still come: answer, then close at once
+            response.force_close()
+            await response.prepare(request)
+            await response.write_eof()
+            request.protocol.force_close()  # rather than linger up to 10 s reading what is left
+        return response
     except web.HTTPRequestEntityTooLarge:
         return _error(413, f"body over {MAX_BODY} bytes")
     except web.HTTPException as e:
@@ -123,7 +132,15 @@ async def _body(request: web.Request) -> Any:
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise BadRequest(f"body over {MAX_BODY} bytes", None, 413)
     try:
-        body = await request.read()
+        if request.content.is_eof():  # the whole body came with the headers: the usual case, no timer
+            body = await request.read()
+        else:
+            timeout = request.app[EXCHANGE].body_timeout
+            try:
+                async with asyncio.timeout(timeout):
+                    body = await request.read()
+            except TimeoutError:
+                raise BadRequest(f"the body did not arrive within {timeout:g} s", None, 408) from None
     except web.RequestPayloadError as e:  # e.g. a Content-Encoding the body does not match
         why = str(e.__cause__.message if isinstance(e.__cause__, HttpProcessingError) else e).strip()
         raise BadRequest(f"cannot read the body: {why}", None) from None

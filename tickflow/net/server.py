@@ -21,7 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Outcome, Trade
-from tickflow.net.app import Exchange, make_app
+from tickflow.net.app import BODY_TIMEOUT, Exchange, make_app
 from tickflow.net.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
 from tickflow.net.protocol import SYMBOL_PATTERN
 from tickflow.net.sequencer import Durability, Sequencer
@@ -41,6 +41,13 @@ class StartupError(Exception):
     """The server cannot start; the message says why and what to do."""
 
 
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 86_400:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds between 0 and a day")
+    return value
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="tickflow serve", description="Run the tickflow exchange server.")
     p.add_argument("--data", default="tickflow-data", help="data directory (log, SQLite); default ./tickflow-data")
@@ -54,6 +61,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--web", help="directory of the browser page (default: the web/ beside the package)")
     p.add_argument("--ws-buffer", type=int, default=BUFFER_MESSAGES, metavar="N",
                    help="messages a WebSocket subscriber may fall behind before it is resynced")
+    p.add_argument("--body-timeout", type=_positive_seconds, default=BODY_TIMEOUT, metavar="SECONDS",
+                   help="how long a request body may take to arrive once its headers have (408 after)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     return p.parse_args(argv)
 
@@ -216,7 +225,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
             await sequencer.submit(AddSymbol(symbol))
             feed.add_symbol(symbol, sequencer.seq)
 
-    exchange = Exchange(engine, sequencer, feed, store, writer, tokens)
+    exchange = Exchange(engine, sequencer, feed, store, writer, tokens, body_timeout=args.body_timeout)
     if args.web:
         exchange.web_dir = Path(args.web)
     app = make_app(exchange)

@@ -47,6 +47,7 @@ Side = Literal["buy", "sell"]
 OrderType = Literal["limit", "market"]
 Tif = Literal["gtc", "ioc", "fok"]
 ConnState = Literal["connecting", "connected", "reconnecting", "closed"]
+Status = Literal["new", "partially_filled", "filled", "cancelled", "rejected"]
 
 OPEN_STATUSES = frozenset({"new", "partially_filled"})
 MAX_IN_FLIGHT = 1024
@@ -91,10 +92,10 @@ class Order(msgspec.Struct, rename="camel"):
     side: Side
     type: OrderType
     qty: int
-    status: str
+    status: Status
     price: int | None = None
     client_order_id: str | None = None
-    tif: str = "gtc"
+    tif: Tif = "gtc"
     post_only: bool = False
     filled_qty: int = 0
     remaining_qty: int = 0

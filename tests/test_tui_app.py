@@ -177,3 +177,18 @@ async def test_market_order_disables_the_price_field() -> None:
         await pilot.press("s")
         await settle(pilot)
         assert "Sell" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]
+
+
+async def test_switching_symbol_clears_the_price_but_a_repaint_keeps_it() -> None:
+    """A price belongs to one book: carried over to another symbol, one enter could cross that book."""
+    app = fixed_app(symbols=["ACME", "BETA"])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        app.query_one("#price", Input).value = "5990"
+        await pilot.press("x")  # colours swapped: the same symbol, so the ticket keeps its price
+        await settle(pilot)
+        assert app.query_one("#price", Input).value == "5990"
+        app.action_switch_symbol("BETA")
+        await settle(pilot)
+        assert app.query_one("#price", Input).value == ""
+        assert "BETA @ ?" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]

@@ -18,12 +18,12 @@ if TYPE_CHECKING:
     from tickflow.tui.app import TickflowApp
 
 
-def explain(error: Exception) -> str:
-    """A short sentence for the user about a failed call."""
+def explain(error: Exception, what: str = "order") -> str:
+    """A short sentence for the user about a failed call (`what` was sent: an order, a cancel, ...)."""
     if isinstance(error, ApiError):
         return f"{error.status}: {error.message}"
     if isinstance(error, NotConnected):
-        return "not connected: the order was not sent"
+        return f"not connected: the {what} was not sent"
     if isinstance(error, TickflowError):
         return str(error)
     return f"{type(error).__name__}: {error}"
@@ -72,7 +72,7 @@ class OrderActions:
             try:
                 order = await self.backend.cancel_order(order_id)
             except Exception as e:
-                self.post_message(OrderAnswered("cancel", None, f"cancel #{order_id}: {explain(e)}"))
+                self.post_message(OrderAnswered("cancel", None, f"cancel #{order_id}: {explain(e, 'cancel')}"))
             else:
                 self.post_message(OrderAnswered("cancel", order))
 
@@ -92,7 +92,7 @@ class OrderActions:
         try:
             order = await self.backend.amend_order(order_id, qty=change.get("qty"), price=change.get("price"))
         except Exception as e:
-            self.post_message(OrderAnswered("amend", None, f"amend #{order_id}: {explain(e)}"))
+            self.post_message(OrderAnswered("amend", None, f"amend #{order_id}: {explain(e, 'amend')}"))
         else:
             self.post_message(OrderAnswered("amend", order))
 

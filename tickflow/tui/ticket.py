@@ -136,6 +136,10 @@ class OrderTicket(Vertical):
         self.query_one("#price", Input).value = str(price)
 
     def set_symbol(self, symbol: str) -> None:
+        if symbol != self.symbol:
+            # A price belongs to one book: carried to another it could cross it by accident.
+            self.query_one("#price", Input).value = ""
+            self.query_one("#result", Static).update("")
         self.symbol = symbol
         self.border_title = f"Order ticket · {symbol}"
         self._refresh_form()

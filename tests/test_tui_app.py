@@ -54,6 +54,8 @@ def test_amend_checks_input() -> None:
     assert check_amend(o, "10", "101") == {"price": 101}
     assert "above the 4" in check_amend(o, "4", "")  # type: ignore[operator]
     assert check_amend(o, "10", "100") == "nothing changed"
+    assert "up to 1,000,000,000" in check_amend(o, "1000000001", "")  # type: ignore[operator]
+    assert "from 1 to 1,000,000,000" in check_amend(o, "", "99999999999999999999999")  # type: ignore[operator]
 
 
 def test_depth_bar_is_drawn_in_eighths() -> None:

@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from tickflow.net.client import Order
+from tickflow.tui.ticket import MAX_PRICE, MAX_QTY
 
 
 def check_amend(order: Order, qty_text: str, price_text: str) -> dict[str, int] | str:
@@ -18,16 +19,16 @@ def check_amend(order: Order, qty_text: str, price_text: str) -> dict[str, int] 
     change: dict[str, int] = {}
     qty_text, price_text = qty_text.strip(), price_text.strip()
     if qty_text:
-        if not qty_text.isdigit():
-            return "quantity must be a whole number"
+        if not qty_text.isdigit() or int(qty_text) > MAX_QTY:
+            return f"quantity must be a whole number up to {MAX_QTY:,}"
         qty = int(qty_text)
         if qty <= order.filled_qty:
             return f"quantity must be above the {order.filled_qty} already filled"
         if qty != order.qty:
             change["qty"] = qty
     if price_text and order.type == "limit":
-        if not price_text.isdigit() or int(price_text) < 1:
-            return "price must be a whole number of ticks, at least 1"
+        if not price_text.isdigit() or not 1 <= int(price_text) <= MAX_PRICE:
+            return f"price must be a whole number of ticks from 1 to {MAX_PRICE:,}"
         if int(price_text) != order.price:
             change["price"] = int(price_text)
     if not change:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Select
 
 from tickflow.net.client import BookChanged, GapDetected, Level, StateChanged, Trade, TradesReceived
 from tickflow.tui import model as m
 from tickflow.tui.amend import check_amend
 from tickflow.tui.app import TickflowApp
 from tickflow.tui.book import BookView, depth_bar
+from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import ACTIONS, TickflowCommands
 from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, order
 from tickflow.tui.palette import Palette
@@ -194,3 +195,93 @@ async def test_switching_symbol_clears_the_price_but_a_repaint_keeps_it() -> Non
         await settle(pilot)
         assert app.query_one("#price", Input).value == ""
         assert "BETA @ ?" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]
+
+
+async def test_reconnecting_header_says_why_in_plain_words() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        backend.emit(StateChanged("reconnecting", attempt=3, delay=1.6, error="ClientConnectorError: Cannot "
+                                  "connect to host 127.0.0.1:8080 ssl:default [Connect call failed ('127.0.0.1', 8080)]"))
+        await settle(pilot)
+        text = str(app.query_one("#conn").render())
+        assert "reconnecting in 1.6 s (attempt 3): connection refused" in text
+        assert "Error" not in text and "ssl" not in text
+        backend.emit(StateChanged("reconnecting", attempt=4, delay=3.2, error="ServerDisconnectedError: Server disconnected"))
+        await settle(pilot)
+        assert "(attempt 4): connection lost" in str(app.query_one("#conn").render())
+    async with fixed_app().run_test(size=(80, 24)) as pilot:  # the same, in fewer words, at 80 columns
+        await settle(pilot)
+        pilot.app.backend.emit(StateChanged("reconnecting", attempt=3, delay=1.6,  # type: ignore[attr-defined]
+                                            error="TimeoutError"))
+        await settle(pilot)
+        conn = pilot.app.query_one("#conn")
+        text = str(conn.render())
+        assert "retry 3 in 1.6 s: no answer in time" in text and "seq 560" in text
+        assert len(text) <= conn.content_size.width
+
+
+async def test_symbols_are_read_again_after_a_reconnect() -> None:
+    """A server restarted with other --symbols: the switcher offers its symbols, and a symbol it no
+    longer trades gives way to one it does."""
+    app = fixed_app(symbols=["ACME", "BETA"])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        assert app.market.symbols == ["ACME", "BETA"]
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        backend.emit(StateChanged("reconnecting", attempt=1, delay=0.2, error="connection closed"))
+        backend.symbol_list = ["ACME", "GAMMA"]
+        backend.emit(connected())
+        await settle(pilot)
+        assert app.market.symbols == ["ACME", "GAMMA"]
+        select = app.query_one("#symbol", Select)
+        assert [str(prompt) for prompt, _ in select._options] == ["ACME", "GAMMA"]
+        await pilot.press("right_square_bracket")
+        assert app.market.symbol == "GAMMA"
+
+        backend.symbol_list = ["DELTA", "EPSILON"]
+        backend.emit(connected())
+        await settle(pilot)
+        assert app.market.symbols == ["DELTA", "EPSILON"]
+        assert app.market.symbol == "DELTA" and select.value == "DELTA"
+        assert ("switch", {"old": "GAMMA", "new": "DELTA"}) in backend.calls
+
+
+def _trade(trade_id: int, price: int, qty: int, ts: int) -> Trade:
+    return Trade(trade_id, "ACME", price, qty, "buy", 100 + trade_id, ts)
+
+
+def _chart_volumes(app: TickflowApp) -> list[tuple[int, int]]:
+    return [(c.t, c.volume) for c in app.market.bars()]
+
+
+async def test_chart_counts_each_trade_once_whatever_arrives_first() -> None:
+    """After a reconnection the bars and the trades missed meanwhile race: each order gives the same
+    candles, equal to the server's bars over every trade."""
+    t0 = 1_764_684_000_000
+    before = [_trade(1, 100, 5, t0 + 1_000), _trade(2, 104, 7, t0 + 2_000), _trade(3, 99, 2, t0 + 61_000)]
+    away = [_trade(4, 102, 11, t0 + 62_000), _trade(5, 98, 13, t0 + 125_000)]
+    every = [(t0, 12), (t0 + 60_000, 13), (t0 + 120_000, 13)]
+    for bars_first in (True, False):
+        backend = FixedBackend(events=[connected(), BookChanged("ACME", book_of("ACME", 9, [], []), 9, True),
+                                       TradesReceived("ACME", before)])
+        app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            assert _chart_volumes(app) == [(t0, 12), (t0 + 60_000, 2)]
+            backend.emit(StateChanged("reconnecting", attempt=1, delay=0.2, error="connection closed"))
+            backend.print_trades("ACME", away)  # traded while the screen was away
+            backend.emit(connected())  # the screen asks for the bars again
+            if bars_first:
+                await settle(pilot)
+            backend.emit(TradesReceived("ACME", away))  # the session's backfill
+            await settle(pilot)
+            assert _chart_volumes(app) == every, f"bars first: {bars_first}"
+            candles = app.market.bars()
+            assert [(c.open, c.high, c.low, c.close) for c in candles] == [(100, 104, 100, 104), (99, 102, 99, 102),
+                                                                           (98, 98, 98, 98)]
+            await pilot.press("r")  # a reload asks again, up to the newest trade: still each trade once
+            await settle(pilot)
+            assert _chart_volumes(app) == every
+            assert "vol 38" in str(app.query_one(PriceChart).render())

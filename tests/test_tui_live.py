@@ -117,17 +117,29 @@ async def test_symbol_switch_and_palette_price_pick(server: ServerProcess) -> No
         assert app.query_one(OrderTicket).symbol == "BETA"
 
 
+def candles(app: TickflowApp) -> list[tuple[int, ...]]:
+    return [(c.t, c.open, c.high, c.low, c.close, c.volume) for c in app.market.bars()]
+
+
+async def server_bars(url: str) -> list[tuple[int, ...]]:
+    async with Client(url, "eve") as eve:
+        return [(b.t, b.open, b.high, b.low, b.close, b.volume) for b in await eve.bars("ACME")]
+
+
 async def test_screen_recovers_after_kill_9_and_restart(tmp_path: Path) -> None:
     proc = ServerProcess(tmp_path / "data", symbols=["ACME"], durability="group")
     proc.start()
     try:
-        async with Client(proc.url, "dora") as dora:
+        async with Client(proc.url, "dora") as dora, Client(proc.url, "bob") as bob:
             await dora.place_order("ACME", "sell", 11, 10_050)
+            await dora.place_order("ACME", "sell", 5, 10_060)
+            await bob.place_order("ACME", "buy", 3, 10_060)  # a trade: 3 @ 10050
         app = live_app(proc.url)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.market.connected and app.market.book is not None
                         and app.market.book.live and app.market.book.best_ask is not None, what="snapshot")
             seq_before = app.market.seq
+            assert app.market.symbols == ["ACME"]
 
             await asyncio.to_thread(proc.kill)
             await until(pilot, lambda: app.market.conn.state == "reconnecting", what="reconnecting")
@@ -135,7 +147,11 @@ async def test_screen_recovers_after_kill_9_and_restart(tmp_path: Path) -> None:
             await until(pilot, lambda: "reconnecting" in conn_text(app), what="the screen to say reconnecting")
             assert app.query_one(BookView).stale
             assert "stale" in screen_text(app, BookView)
+            # Once the port is closed, the header says so in words, not as an exception.
+            await until(pilot, lambda: "connection refused" in conn_text(app), what="connection refused")
+            assert "Error" not in conn_text(app)
 
+            proc.symbols = ["ACME", "GAMMA"]  # back with one more symbol
             await asyncio.to_thread(proc.restart)
             await until(pilot, lambda: app.market.connected and app.market.book is not None
                         and app.market.book.live, timeout=15, what="reconnected with a fresh snapshot")
@@ -144,6 +160,14 @@ async def test_screen_recovers_after_kill_9_and_restart(tmp_path: Path) -> None:
             assert not app.query_one(BookView).stale
             assert app.market.book.best_ask is not None and app.market.book.best_ask.price == 10_050
             assert app.market.seq >= seq_before
+            await until(pilot, lambda: app.market.symbols == ["ACME", "GAMMA"], what="the new symbol list")
+
+            # The chart, rebuilt from /bars and the trades since, counts every trade once.
+            async with Client(proc.url, "bob") as bob:
+                await bob.place_order("ACME", "buy", 4, 10_055)  # 4 @ 10050
+            expected = await server_bars(proc.url)
+            assert sum(bar[5] for bar in expected) == 7
+            await until(pilot, lambda: candles(app) == expected, what=f"the candles to be {expected}")
 
             # The feed flows again: a new order after the restart shows up.
             async with Client(proc.url, "dora") as dora:

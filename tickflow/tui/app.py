@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Select
 
-from tickflow.net.client import Event, StateChanged
+from tickflow.net.client import Event, StateChanged, TradesReceived
 from tickflow.tui import model as m
 from tickflow.tui.actions import OrderActions
 from tickflow.tui.backend import Backend, LiveBackend
@@ -72,6 +72,7 @@ class TickflowApp(OrderActions, App[None]):
         self._posted = False
         self._frame_pending = False
         self._last_redraw = 0.0
+        self._bars_wanted: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield TopBar(self.market.symbol, self.market.account, id="top")
@@ -89,9 +90,7 @@ class TickflowApp(OrderActions, App[None]):
         self._dirty = {m.BOOK, m.TAPE, m.CHART, m.ORDERS, m.CONN}
         self.redraw()
         self.query_one(BookView).focus()
-        self.run_feed()
-        self.load_symbols()
-        self.load_bars(self.market.symbol)
+        self.run_feed()  # "connected" loads the symbols, the bars and my open orders
 
     async def on_unmount(self) -> None:
         await self.backend.close()
@@ -107,7 +106,10 @@ class TickflowApp(OrderActions, App[None]):
         self._dirty |= self.market.apply(event)
         if isinstance(event, StateChanged) and event.state == "connected":
             self.load_open_orders()  # private updates missed while away
+            self.load_symbols()  # a restarted server may list other symbols
             self.load_bars(self.market.symbol)
+        elif isinstance(event, TradesReceived) and event.symbol in self._bars_wanted:
+            self.load_bars(event.symbol)
         if self._dirty and not self._posted:
             self._posted = True
             self.post_message(FeedChanged())
@@ -165,10 +167,19 @@ class TickflowApp(OrderActions, App[None]):
         except Exception as e:  # the connection state already says the server is away
             self.log.warning(f"symbols: {e}")
 
+    def load_bars(self, symbol: str) -> None:
+        """Ask for the bars up to the newest trade seen; with none seen yet, when the first arrives."""
+        cutoff = self.market.bars_cutoff(symbol)
+        if cutoff is None:
+            self._bars_wanted.add(symbol)
+        else:
+            self._bars_wanted.discard(symbol)
+            self.fetch_bars(symbol, cutoff)
+
     @work(group="bars", exclusive=True)
-    async def load_bars(self, symbol: str) -> None:
+    async def fetch_bars(self, symbol: str, cutoff: int) -> None:
         try:
-            self.post_message(BarsLoaded(symbol, await self.backend.bars(symbol)))
+            self.post_message(BarsLoaded(symbol, await self.backend.bars(symbol, cutoff), cutoff))
         except Exception as e:
             self.log.warning(f"bars: {e}")
 
@@ -183,13 +194,20 @@ class TickflowApp(OrderActions, App[None]):
         if not self.ready:
             return
         names = [s.symbol for s in message.symbols]
-        if self.market.symbol not in names:
-            names.append(self.market.symbol)
+        current = self.market.symbol
+        if not names:
+            names = [current]
         self.market.symbols = names
-        self.query_one(TopBar).set_symbols(names, self.market.symbol)
+        if current in names:
+            self.query_one(TopBar).set_symbols(names, current)
+            return
+        # The server no longer trades it (restarted with other --symbols): a book that never comes is no use.
+        self.query_one(TopBar).set_symbols(names, names[0])
+        self.action_switch_symbol(names[0])
+        self.notify(f"{current} is not traded on this server: showing {names[0]}", severity="warning", timeout=6)
 
     def on_bars_loaded(self, message: BarsLoaded) -> None:
-        self.market.set_bars(message.symbol, message.bars)
+        self.market.set_bars(message.symbol, message.bars, message.cutoff)
         if message.symbol == self.market.symbol:
             self.mark(m.CHART)
 

@@ -16,6 +16,7 @@ from typing import Protocol
 from tickflow.net.client import Bar, Event, Order, Session, Side, SymbolInfo, Tif
 
 Listener = Callable[[Event], None]
+HOUR = 3_600_000
 
 
 class Backend(Protocol):
@@ -32,7 +33,8 @@ class Backend(Protocol):
 
     async def symbols(self) -> list[SymbolInfo]: ...
 
-    async def bars(self, symbol: str) -> list[Bar]: ...
+    async def bars(self, symbol: str, to_ms: int) -> list[Bar]:
+        """The last hour's minute bars over the trades before `to_ms`."""
 
     async def open_orders(self) -> list[Order]: ...
 
@@ -79,8 +81,8 @@ class LiveBackend:
     async def symbols(self) -> list[SymbolInfo]:
         return await self.session.http.symbols()
 
-    async def bars(self, symbol: str) -> list[Bar]:
-        return await self.session.http.bars(symbol, "1m")
+    async def bars(self, symbol: str, to_ms: int) -> list[Bar]:
+        return await self.session.http.bars(symbol, "1m", from_ms=to_ms - HOUR, to_ms=to_ms)
 
     async def open_orders(self) -> list[Order]:
         return await self.session.http.open_orders()

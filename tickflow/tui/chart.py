@@ -8,7 +8,7 @@ from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
 from tickflow.tui import format as fmt
-from tickflow.tui.model import Candle
+from tickflow.tui.candles import Candle
 from tickflow.tui.palette import Palette
 
 MAX_CANDLES = 60

@@ -41,8 +41,13 @@ class FixedBackend:
                  answer: Callable[[str, dict], Order | Exception] | None = None) -> None:
         self.account = account
         self.events = list(events or [])
-        self._symbols = symbols or ["ACME"]
+        self.symbol_list = symbols or ["ACME"]
         self._bars = bars or {}
+        self.store: dict[str, list[Trade]] = {}
+        """The server's trade store: the feed's trades, and any added with `print_trades`."""
+        for event in self.events:
+            if isinstance(event, TradesReceived):
+                self.print_trades(event.symbol, event.trades)
         self._open = open_orders or []
         self._answer = answer
         self.calls: list[tuple[str, dict]] = []
@@ -58,18 +63,25 @@ class FixedBackend:
         pass
 
     def emit(self, event: Event) -> None:
-        """Push one more event, as if it had just arrived."""
+        """Push one more event, as if it had just arrived (its trades were stored first, as on a server)."""
         assert self.listener is not None
+        if isinstance(event, TradesReceived):
+            self.print_trades(event.symbol, [t for t in event.trades if t not in self.store.get(event.symbol, [])])
         self.listener(event)
+
+    def print_trades(self, symbol: str, trades: list[Trade]) -> None:
+        """Trades that reach the store, whether or not the feed has sent them yet."""
+        self.store.setdefault(symbol, []).extend(trades)
 
     async def switch(self, old: str | None, new: str) -> None:
         self.calls.append(("switch", {"old": old, "new": new}))
 
     async def symbols(self) -> list[SymbolInfo]:
-        return [SymbolInfo(s) for s in self._symbols]
+        return [SymbolInfo(s) for s in self.symbol_list]
 
-    async def bars(self, symbol: str) -> list[Bar]:
-        return self._bars.get(symbol, [])
+    async def bars(self, symbol: str, to_ms: int | None = None) -> list[Bar]:
+        """As the server answers: the fixed bars, and the stored trades before `to_ms` (all by default)."""
+        return bars_upto(self._bars.get(symbol, []), self.store.get(symbol, []), to_ms)
 
     async def open_orders(self) -> list[Order]:
         return list(self._open)
@@ -93,6 +105,19 @@ class FixedBackend:
 
     async def amend_order(self, order_id: int, *, qty: int | None = None, price: int | None = None) -> Order:
         return self._reply("amend", {"orderId": order_id, "qty": qty, "price": price})
+
+
+def bars_upto(bars: list[Bar], trades: list[Trade], to_ms: int | None) -> list[Bar]:
+    """Minute bars over `bars` and `trades` before `to_ms`, as `GET /bars?to=` computes them."""
+    end = to_ms if to_ms is not None else 1 << 62
+    out = {b.t: b for b in bars if b.t < end}
+    for t in sorted((t for t in trades if t.ts < end), key=lambda t: (t.ts, t.trade_id)):
+        bucket = t.ts - t.ts % 60_000
+        b = out.get(bucket)
+        out[bucket] = (Bar(bucket, t.price, t.price, t.price, t.price, t.qty) if b is None else
+                       msgspec.structs.replace(b, high=max(b.high, t.price), low=min(b.low, t.price),
+                                               close=t.price, volume=b.volume + t.qty))
+    return [out[t] for t in sorted(out)]
 
 
 def book_of(symbol: str, seq: int, bids: list[tuple[int, int, int]], asks: list[tuple[int, int, int]]) -> LocalBook:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -9,22 +11,66 @@ from textual.widgets import Label, Select, Static
 
 from tickflow.net.client import StateChanged
 
+COMPACT_WIDTH = 100
+"""Below this many columns the bar drops the brand and says the connection state in fewer words."""
 
-def connection_text(conn: StateChanged, seq: int, gaps: int) -> Text:
-    """`● connected` in green, `⟳ reconnecting` in yellow with the backoff, `✕ closed` in red."""
+# The session reports a failure as "ExceptionName: message"; a user wants to know what happened.
+_REASONS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"name or service not known|nodename nor servname|name resolution|getaddrinfo|DNSError", re.I),
+     "host not found"),
+    (re.compile(r"before auth|token|unauthori[sz]ed", re.I), "token refused"),
+    (re.compile(r"refused|connect call failed", re.I), "connection refused"),
+    (re.compile(r"unreachable|no route to host", re.I), "network unreachable"),
+    (re.compile(r"timeout|timed out", re.I), "no answer in time"),
+    (re.compile(r"SSLError|certificate", re.I), "TLS error"),
+    (re.compile(r"reset by peer|disconnected|connection lost|broken pipe|connection closed|EOF", re.I),
+     "connection lost"),
+    (re.compile(r"websocket error", re.I), "WebSocket error"),
+]
+_HANDSHAKE = re.compile(r"WSServerHandshakeError: (\d{3})")
+_EXCEPTION_NAME = re.compile(r"^[A-Za-z_.]*(Error|Exception)\b:?\s*")
+_OS_MESSAGE = re.compile(r"\[(?:Errno -?\d+\] )?([^\[\]]+)\]")
+
+
+def reason(error: str | None) -> str:
+    """A few plain words for the session's error text (`ClientConnectorError: ... [Connect call failed
+    ...]` is "connection refused")."""
+    if not error:
+        return ""
+    handshake = _HANDSHAKE.search(error)
+    if handshake:
+        return f"server refused the connection ({handshake.group(1)})"
+    for pattern, words in _REASONS:
+        if pattern.search(error):
+            return words
+    os_message = _OS_MESSAGE.search(error)  # aiohttp wraps the system's words in [...]
+    if os_message:
+        text = os_message.group(1)
+    else:
+        text = re.split(r"[(\n]", _EXCEPTION_NAME.sub("", error), maxsplit=1)[0]
+    text = text.strip(" :,.") or "connection failed"
+    text = text[0].lower() + text[1:]
+    return text if len(text) <= 32 else text[:31].rsplit(" ", 1)[0] + "…"
+
+
+def connection_text(conn: StateChanged, seq: int, gaps: int, *, compact: bool = False) -> Text:
+    """`● connected` in green, `⟳ reconnecting in 1.6 s (attempt 3): connection refused` in yellow,
+    `✕ disconnected` in red; `compact` says the same in fewer columns."""
+    why = reason(conn.error)
     if conn.state == "connected":
         text = Text("● connected", style="bold green")
     elif conn.state == "connecting":
         text = Text("◌ connecting…", style="bold yellow")
     elif conn.state == "reconnecting":
-        wait = f" in {conn.delay:.1f} s" if conn.delay else "…"
-        text = Text(f"⟳ reconnecting{wait} (attempt {conn.attempt})", style="bold yellow")
-        if conn.error:
-            text.append(f" · {conn.error[:48]}", style="yellow")
+        wait = f" in {conn.delay:.1f} s" if conn.delay else ""
+        words = f"⟳ retry {conn.attempt}{wait}" if compact else f"⟳ reconnecting{wait} (attempt {conn.attempt})"
+        text = Text(words, style="bold yellow")
+        if why:
+            text.append(f": {why}", style="yellow")
     else:
         text = Text("✕ disconnected", style="bold red")
-        if conn.error:
-            text.append(f" · {conn.error[:48]}", style="red")
+        if why:
+            text.append(f": {why}", style="red")
     text.append(f"  seq {seq:,}", style="dim" if conn.state != "connected" else "")
     if gaps:
         text.append(f"  gaps {gaps}", style="yellow")
@@ -38,6 +84,7 @@ class TopBar(Horizontal):
         super().__init__(id=id)
         self._symbol = symbol
         self._account = account
+        self._conn: tuple[StateChanged, int, int] = (StateChanged("connecting"), 0, 0)
 
     def compose(self) -> ComposeResult:
         yield Label("tickflow", id="brand")
@@ -45,6 +92,10 @@ class TopBar(Horizontal):
                      compact=True, id="symbol")
         yield Label(f"account {self._account}", id="account")
         yield Static("", id="conn")
+
+    @property
+    def compact(self) -> bool:
+        return 0 < self.size.width < COMPACT_WIDTH
 
     def set_symbols(self, symbols: list[str], current: str) -> None:
         select = self.query_one("#symbol", Select)
@@ -59,5 +110,12 @@ class TopBar(Horizontal):
                 select.value = symbol
 
     def set_connection(self, conn: StateChanged, seq: int, gaps: int) -> None:
+        self._conn = (conn, seq, gaps)
         # One line of fixed size: no layout pass (which would redraw every panel) for a new seq.
-        self.query_one("#conn", Static).update(connection_text(conn, seq, gaps), layout=False)
+        self.query_one("#conn", Static).update(connection_text(conn, seq, gaps, compact=self.compact),
+                                               layout=False)
+
+    def on_resize(self) -> None:
+        self.query_one("#brand").display = not self.compact
+        self.query_one("#account", Label).update(self._account if self.compact else f"account {self._account}")
+        self.set_connection(*self._conn)

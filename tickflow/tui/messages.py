@@ -16,10 +16,13 @@ class FeedChanged(Message):
 
 
 class BarsLoaded(Message):
-    def __init__(self, symbol: str, bars: list[Bar]) -> None:
+    """`GET /bars` over the trades before `cutoff` (ms)."""
+
+    def __init__(self, symbol: str, bars: list[Bar], cutoff: int) -> None:
         super().__init__()
         self.symbol = symbol
         self.bars = bars
+        self.cutoff = cutoff
 
 
 class SymbolsLoaded(Message):

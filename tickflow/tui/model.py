@@ -24,27 +24,11 @@ from tickflow.net.client import (
     Trade,
     TradesReceived,
 )
+from tickflow.tui.candles import Candle, Candles
 
 TAPE_LENGTH = 300
-MINUTE = 60_000
 
 BOOK, TAPE, CHART, ORDERS, CONN = "book", "tape", "chart", "orders", "conn"
-
-
-@dataclass
-class Candle:
-    t: int
-    open: int
-    high: int
-    low: int
-    close: int
-    volume: int
-
-    def add(self, price: int, qty: int) -> None:
-        self.high = max(self.high, price)
-        self.low = min(self.low, price)
-        self.close = price
-        self.volume += qty
 
 
 @dataclass
@@ -56,7 +40,7 @@ class Market:
     symbols: list[str] = field(default_factory=list)
     books: dict[str, LocalBook] = field(default_factory=dict)
     trades: dict[str, deque[Trade]] = field(default_factory=dict)
-    candles: dict[str, dict[int, Candle]] = field(default_factory=dict)
+    candles: dict[str, Candles] = field(default_factory=dict)
     orders: dict[int, Order] = field(default_factory=dict)
     closed: dict[int, int] = field(default_factory=dict)
     """Seq of the last change of orders that are no longer open, so a late stale answer cannot revive them."""
@@ -79,8 +63,13 @@ class Market:
         return self.trades.setdefault(symbol or self.symbol, deque(maxlen=TAPE_LENGTH))
 
     def bars(self, symbol: str | None = None) -> list[Candle]:
-        candles = self.candles.get(symbol or self.symbol, {})
-        return [candles[t] for t in sorted(candles)]
+        """Minute candles, oldest first: the server's bars and the trades seen after them."""
+        return self.candles.setdefault(symbol or self.symbol, Candles()).candles()
+
+    def bars_cutoff(self, symbol: str) -> int | None:
+        """The time to ask `GET /bars` up to (exclusive): the newest trade seen's; None before any trade."""
+        newest = self.candles.setdefault(symbol, Candles()).newest
+        return newest.ts if newest is not None else None
 
     def last_price(self, symbol: str | None = None) -> int | None:
         tape = self.trades.get(symbol or self.symbol)
@@ -127,22 +116,12 @@ class Market:
         return set()
 
     def add_trades(self, symbol: str, trades: list[Trade]) -> None:
-        tape = self.tape(symbol)
-        candles = self.candles.setdefault(symbol, {})
-        for t in trades:
-            tape.append(t)
-            bucket = t.ts - t.ts % MINUTE
-            candle = candles.get(bucket)
-            if candle is None:
-                candles[bucket] = Candle(bucket, t.price, t.price, t.price, t.price, t.qty)
-            else:
-                candle.add(t.price, t.qty)
+        self.tape(symbol).extend(trades)
+        self.candles.setdefault(symbol, Candles()).add_trades(trades)
 
-    def set_bars(self, symbol: str, bars: list[Bar]) -> None:
-        """Minute bars from the server replace what the live trades built for the same minutes."""
-        candles = self.candles.setdefault(symbol, {})
-        for b in bars:
-            candles[b.t] = Candle(b.t, b.open, b.high, b.low, b.close, b.volume)
+    def set_bars(self, symbol: str, bars: list[Bar], cutoff: int) -> None:
+        """`GET /bars` over the trades before `cutoff`; the trades seen from `cutoff` on are added to them."""
+        self.candles.setdefault(symbol, Candles()).set_bars(bars, cutoff)
 
     def set_order(self, order: Order) -> None:
         known = self.orders.get(order.order_id)

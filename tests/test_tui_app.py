@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from textual.pilot import Pilot
 from textual.widgets import Input, Select
 
@@ -14,6 +16,7 @@ from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import ACTIONS, TickflowCommands
 from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, order
 from tickflow.tui.palette import Palette
+from tickflow.tui.tape import TradeTape
 from tickflow.tui.ticket import OrderRequest, check
 
 
@@ -285,3 +288,35 @@ async def test_chart_counts_each_trade_once_whatever_arrives_first() -> None:
             await settle(pilot)
             assert _chart_volumes(app) == every
             assert "vol 38" in str(app.query_one(PriceChart).render())
+
+
+def _column_ends(line: str) -> list[int]:
+    return [m.end() for m in re.finditer(r"\S+", line)]
+
+
+async def test_book_columns_hold_the_largest_prices_and_quantities() -> None:
+    """10-digit prices (MAX_PRICE) and quantities (MAX_QTY, and totals beyond it) keep every column in line."""
+    bids = [(999_999_999, 1_000_000_000, 3), (12, 7, 1), (1, 999_999_999, 2)]
+    asks = [(1_000_000_000, 1_000_000_000, 1)]
+    trades = [_trade(1, 1_000_000_000, 1_000_000_000, 1_764_684_000_000), _trade(2, 12, 7, 1_764_684_001_000)]
+    events = [connected(), BookChanged("ACME", book_of("ACME", 9, bids, asks), 9, True),
+              TradesReceived("ACME", trades)]
+    for size in ((80, 24), (120, 40), (200, 50)):
+        app = TickflowApp(FixedBackend(events=events), "ACME", utc=True, live=False, chart_interval=0)
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot)
+            view = app.query_one(BookView)
+            lines = str(view.render()).splitlines()
+            rows = [line for line in lines if line.startswith(("▲", "▼"))]
+            assert len(rows) == 4, lines
+            header = _column_ends(lines[0])[:3]  # where Price, Size and Total end
+            for row in rows:
+                assert _column_ends(row)[1:4] == header, (size, row, lines[0])
+                assert len(row) <= view.content_size.width
+            prices = [row.split()[1] for row in rows]
+            assert prices == ["1000000000", "999999999", "12", "1"]  # prices are never abbreviated
+            assert rows[2].split()[2] == "7"
+            assert rows[0].split()[2] in ("1,000,000,000", "1.000B")  # in full, or in B where it cannot be
+            tape = str(app.query_one(TradeTape).render()).splitlines()
+            assert [_column_ends(line)[1:3] for line in tape[1:]] == [_column_ends(tape[0])[1:3]] * 2, tape
+            assert [line.split()[1] for line in tape[1:]] == ["12", "1000000000"]

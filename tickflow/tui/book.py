@@ -15,14 +15,25 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from tickflow.core.types import MAX_PRICE
 from tickflow.net.client import Level, LocalBook
 from tickflow.tui import format as fmt
 from tickflow.tui.messages import PriceSelected
 from tickflow.tui.palette import BUY_ARROW, SELL_ARROW, Palette
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
-_PRICE_W, _SIZE_W, _TOTAL_W = 9, 9, 10
-_FIXED_W = 2 + _PRICE_W + _SIZE_W + _TOTAL_W + 1
+PRICE_W = len(str(MAX_PRICE))
+"""Every price the server accepts fits, so a level far from the rest never pushes its row out of line."""
+
+
+def columns(width: int) -> tuple[int, int]:
+    """Widths of the size and total columns for a book `width` cells wide; a quantity wider than its
+    column is shown in K/M/B (`fmt.qty_fit`), so every row keeps the same columns."""
+    if width >= 56:
+        return 14, 15  # MAX_QTY in full, with a space before it
+    if width >= 38:
+        return 10, 11
+    return 7, 8
 
 
 def depth_bar(fraction: float, width: int) -> str:
@@ -58,6 +69,7 @@ class BookView(Widget, can_focus=True):
         self.symbol = ""
         self.stale = False
         self.status = ""
+        self._cols = columns(0)
 
     def show(self, symbol: str, book: LocalBook | None, *, stale: bool, status: str = "") -> None:
         self.symbol, self.book, self.stale, self.status = symbol, book, stale, status
@@ -85,8 +97,11 @@ class BookView(Widget, can_focus=True):
 
     def render(self) -> Text:
         palette: Palette = getattr(self.app, "palette", Palette())
-        width = max(self.content_size.width, _FIXED_W + 1)
-        bar_w = width - _FIXED_W
+        self._cols = columns(self.content_size.width)
+        size_w, total_w = self._cols
+        fixed_w = 2 + PRICE_W + size_w + total_w + 1
+        width = max(self.content_size.width, fixed_w + 1)
+        bar_w = width - fixed_w
         depth = self.depth
         book = self.book
         asks = book.asks(depth) if book else []
@@ -96,7 +111,7 @@ class BookView(Widget, can_focus=True):
         dim = "dim" if self.stale else ""
 
         out = Text(no_wrap=True, overflow="crop")
-        out.append(f"  {'Price':>{_PRICE_W}}{'Size':>{_SIZE_W}}{'Total':>{_TOTAL_W}} Depth".ljust(width),
+        out.append(f"  {'Price':>{PRICE_W}}{'Size':>{size_w}}{'Total':>{total_w}} Depth".ljust(width),
                    style="bold")
         out.append("\n")
         for row in range(depth):  # worst shown ask at the top, best ask just above the spread
@@ -124,10 +139,11 @@ class BookView(Widget, can_focus=True):
     def _line(self, out: Text, lv: Level, total: int, scale: int, bar_w: int, arrow: str, colour: str,
               bar_colour: str, offset: int, dim: str) -> None:
         cursor = self._cursor_style(offset)
+        size_w, total_w = self._cols
         out.append(f"{arrow} ", style=f"{colour} {dim} {cursor}")
-        out.append(f"{lv.price:>{_PRICE_W}}", style=f"bold {colour} {dim} {cursor}")
-        out.append(f"{fmt.qty(lv.qty):>{_SIZE_W}}", style=f"{dim} {cursor}")
-        out.append(f"{fmt.qty(total):>{_TOTAL_W}} ", style=f"{dim} {cursor}")
+        out.append(f"{lv.price:>{PRICE_W}}", style=f"bold {colour} {dim} {cursor}")
+        out.append(f"{fmt.qty_fit(lv.qty, size_w - 1):>{size_w}}", style=f"{dim} {cursor}")
+        out.append(f"{fmt.qty_fit(total, total_w - 1):>{total_w}} ", style=f"{dim} {cursor}")
         out.append(depth_bar(total / scale, bar_w), style=f"{bar_colour} {dim}")
         out.append("\n")
 

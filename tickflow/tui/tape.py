@@ -9,7 +9,11 @@ from textual.widget import Widget
 
 from tickflow.net.client import Trade
 from tickflow.tui import format as fmt
+from tickflow.tui.book import PRICE_W
 from tickflow.tui.palette import Palette
+
+
+_QTY_W = 9
 
 
 class TradeTape(Widget):
@@ -30,7 +34,7 @@ class TradeTape(Widget):
         palette: Palette = getattr(self.app, "palette", Palette())
         rows = max(0, self.content_size.height - 1)
         out = Text(no_wrap=True, overflow="crop")
-        out.append(f"{'Time':<9}{'Price':>8}{'Qty':>8}", style="bold")
+        out.append(f"{'Time':<9}{'Price':>{PRICE_W}}{'Qty':>{_QTY_W}}", style="bold")
         if not self.trades:
             out.append("\n\n  no trades yet", style="italic dim")
             return out
@@ -40,7 +44,7 @@ class TradeTape(Widget):
             colour = palette.side(t.aggressor)
             out.append("\n")
             out.append(f"{fmt.clock(t.ts, self.utc):<9}", style="dim")
-            out.append(f"{t.price:>8}", style=f"bold {colour}")
-            out.append(f"{fmt.qty(t.qty):>8}")
+            out.append(f"{t.price:>{PRICE_W}}", style=f"bold {colour}")
+            out.append(f"{fmt.qty_fit(t.qty, _QTY_W - 1):>{_QTY_W}}")
             out.append(f" {palette.arrow(t.aggressor)}", style=colour)
         return out

@@ -1,13 +1,26 @@
-"""The terminal client without a server: coalescing, commands, colours, input checks, the model."""
+"""The terminal client without a server: coalescing, commands, colours, input checks, the model, the layout
+from 80x24 up, the ticket's keys and result line, and what a reconnection brings."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
+import msgspec
 from textual.pilot import Pilot
-from textual.widgets import Input, Select
+from textual.widgets import Button, Checkbox, Input, Select, Static
 
-from tickflow.net.client import BookChanged, GapDetected, Level, StateChanged, Trade, TradesReceived
+from tickflow.net.client import (
+    ApiError,
+    BookChanged,
+    GapDetected,
+    Level,
+    Order,
+    OrderChanged,
+    StateChanged,
+    Trade,
+    TradesReceived,
+)
 from tickflow.tui import model as m
 from tickflow.tui.amend import check_amend
 from tickflow.tui.app import TickflowApp
@@ -15,6 +28,7 @@ from tickflow.tui.book import BookView, depth_bar
 from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import ACTIONS, TickflowCommands
 from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, order
+from tickflow.tui.orders import MyOrders
 from tickflow.tui.palette import Palette
 from tickflow.tui.tape import TradeTape
 from tickflow.tui.ticket import OrderRequest, check
@@ -205,13 +219,15 @@ async def test_reconnecting_header_says_why_in_plain_words() -> None:
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         backend: FixedBackend = app.backend  # type: ignore[assignment]
-        backend.emit(StateChanged("reconnecting", attempt=3, delay=1.6, error="ClientConnectorError: Cannot "
-                                  "connect to host 127.0.0.1:8080 ssl:default [Connect call failed ('127.0.0.1', 8080)]"))
+        refused = ("ClientConnectorError: Cannot connect to host 127.0.0.1:8080 ssl:default "
+                   "[Connect call failed ('127.0.0.1', 8080)]")
+        backend.emit(StateChanged("reconnecting", attempt=3, delay=1.6, error=refused))
         await settle(pilot)
         text = str(app.query_one("#conn").render())
         assert "reconnecting in 1.6 s (attempt 3): connection refused" in text
         assert "Error" not in text and "ssl" not in text
-        backend.emit(StateChanged("reconnecting", attempt=4, delay=3.2, error="ServerDisconnectedError: Server disconnected"))
+        lost = "ServerDisconnectedError: Server disconnected"
+        backend.emit(StateChanged("reconnecting", attempt=4, delay=3.2, error=lost))
         await settle(pilot)
         assert "(attempt 4): connection lost" in str(app.query_one("#conn").render())
     async with fixed_app().run_test(size=(80, 24)) as pilot:  # the same, in fewer words, at 80 columns
@@ -287,7 +303,7 @@ async def test_chart_counts_each_trade_once_whatever_arrives_first() -> None:
             await pilot.press("r")  # a reload asks again, up to the newest trade: still each trade once
             await settle(pilot)
             assert _chart_volumes(app) == every
-            assert "vol 38" in str(app.query_one(PriceChart).render())
+            assert "vol 38" in app.query_one(PriceChart).border_subtitle
 
 
 def _column_ends(line: str) -> list[int]:
@@ -320,3 +336,162 @@ async def test_book_columns_hold_the_largest_prices_and_quantities() -> None:
             tape = str(app.query_one(TradeTape).render()).splitlines()
             assert [_column_ends(line)[1:3] for line in tape[1:]] == [_column_ends(tape[0])[1:3]] * 2, tape
             assert [line.split()[1] for line in tape[1:]] == ["12", "1000000000"]
+
+
+# ---------------------------------------------------------------- the ticket
+
+
+def _accept(call: str, args: dict) -> Order:  # type: ignore[type-arg]
+    """A server that takes every order: it rests, new."""
+    o = order(90, args["side"], args["price"], args["qty"], symbol=args["symbol"], post_only=args["postOnly"])
+    return msgspec.structs.replace(o, tif=args["tif"])
+
+
+def _result(app: TickflowApp) -> str:
+    return str(app.query_one("#result", Static).render())
+
+
+async def test_enter_sends_from_every_ticket_field_and_space_toggles_post_only() -> None:
+    app = fixed_app(answer=_accept)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        await pilot.press("t", *"9990", "tab", *"5", "tab", "tab")  # price, qty, past TIF to post-only
+        box = app.query_one("#post-only", Checkbox)
+        assert app.focused is box and not box.value
+        await pilot.press("space")
+        assert box.value
+        await pilot.press("enter")  # sends; does not untick
+        await settle(pilot)
+        assert box.value
+        assert backend.calls == [("place", {"symbol": "ACME", "side": "buy", "qty": 5, "price": 9990,
+                                            "tif": "gtc", "postOnly": True})]
+        # From each other field, enter sends too; a select does not open its menu.
+        await pilot.press("space")
+        assert not box.value
+        sent = 1
+        for field in ("#side", "#type", "#price", "#qty", "#tif", "#submit"):
+            app.query_one(field).focus()
+            await pilot.press("enter")
+            await settle(pilot)
+            sent += 1
+            assert len(backend.calls) == sent, field
+            assert not any(s.expanded for s in app.query(Select)), field
+        assert all(args["postOnly"] is False for _, args in backend.calls[1:])
+        app.query_one("#tif", Select).focus()
+        await pilot.press("space")  # space (or an arrow) opens a select's menu
+        assert app.query_one("#tif", Select).expanded
+
+
+async def test_post_only_reads_without_colour() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        box = app.query_one("#post-only", Checkbox)
+        submit = app.query_one("#submit", Button)
+        off = str(box.render())
+        assert "[ ]" in off and "✓" not in off
+        assert "post-only" not in str(submit.label)
+        box.focus()
+        await pilot.press("space")
+        on = str(box.render())
+        assert "[✓]" in on and on != off
+        assert "post-only" in str(submit.label)  # the button says what enter will send
+
+
+async def test_result_line_names_its_order_and_gives_way_to_a_new_one() -> None:
+    """The answer names the order it is about; editing the ticket or changing symbol clears it."""
+    gate = asyncio.Event()
+
+    class SlowServer(FixedBackend):
+        async def place_order(self, *args, **kwargs) -> Order:  # type: ignore[no-untyped-def]
+            await asyncio.wait_for(gate.wait(), 10)
+            return await super().place_order(*args, **kwargs)
+
+    events, bars, mine = busy_feed()
+    backend = SlowServer(events=events, bars={"ACME": bars}, open_orders=mine, symbols=["ACME", "BETA"],
+                         answer=_accept)
+    app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        gate.set()
+        await pilot.press("t", *"9990", "tab", *"5", "enter")
+        await settle(pilot)
+        assert "✔ #90 buy 5 ACME @ 9990: new" in _result(app)
+        await pilot.press("backspace", "7")  # a new order begins: the old answer goes
+        await settle(pilot)
+        assert "#90" not in _result(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "buy 7 ACME @ 9990" in _result(app)
+        await pilot.press("escape", "right_square_bracket")  # another symbol: the answer goes too
+        await settle(pilot)
+        assert app.market.symbol == "BETA"
+        assert "#90" not in _result(app) and "ACME" not in _result(app)
+        # An answer that comes after the symbol changed still says which order it is about.
+        gate.clear()
+        await pilot.press("left_square_bracket", "t", *"9991", "enter")
+        await pilot.pause()
+        assert "sending buy 7 ACME @ 9991" in _result(app)
+        await pilot.press("escape", "right_square_bracket")
+        await pilot.pause()
+        assert "sending" not in _result(app)
+        gate.set()
+        await settle(pilot)
+        assert "✔ #90 buy 7 ACME @ 9991: new" in _result(app)
+        # So does an error.
+        backend._answer = lambda call, args: ApiError(503, {"error": "overloaded"})
+        await pilot.press("escape", "left_square_bracket", "t", *"9992", "enter")
+        await settle(pilot)
+        assert "✘ buy 7 ACME @ 9992: 503: overloaded" in _result(app)
+
+
+# ---------------------------------------------------------------- the layout
+
+PANELS = ("#book", "#chart", "#ticket", "#tape", "#orders")
+TICKET_PARTS = ("#side", "#type", "#price", "#qty", "#tif", "#post-only", "#submit", "#result")
+
+
+async def test_every_panel_is_usable_from_80x24_up() -> None:
+    for size in ((80, 24), (120, 40), (160, 24), (220, 60)):
+        app = fixed_app()
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot)
+            panels = {name: app.query_one(name).region for name in PANELS}
+            main = app.query_one("#main").region
+            for name, region in panels.items():
+                assert main.contains_region(region), (size, name, region)
+                assert region.width >= 30 and region.height >= 7, (size, name, region)
+            names = list(panels)
+            for i, a in enumerate(names):
+                for b in names[i + 1:]:
+                    assert not panels[a].overlaps(panels[b]), (size, a, b)
+            assert app.query_one(BookView).depth >= 5  # levels a side
+            assert len(str(app.query_one(TradeTape).render()).splitlines()) >= 4  # header and 3 trades
+
+            # The ticket: every field whole, none over another, and room for a 10-digit price and quantity.
+            ticket = app.query_one("#ticket").region
+            parts = {name: app.query_one(name).region for name in TICKET_PARTS}
+            for name, region in parts.items():
+                assert ticket.contains_region(region) and region.width >= 12, (size, name, region)
+            for i, a in enumerate(TICKET_PARTS):
+                for b in TICKET_PARTS[i + 1:]:
+                    assert not parts[a].overlaps(parts[b]), (size, a, b)
+            await pilot.press("t", *"1000000000", "tab", *"1000000000")
+            for name in ("#price", "#qty"):
+                assert "1000000000" in str(app.query_one(name, Input).render_line(0).text), (size, name)
+            assert "[ ] post-only" in str(app.query_one("#post-only").render())
+
+            # My orders: every column in view, without scrolling sideways.
+            table = app.query_one(MyOrders)
+            assert table.virtual_size.width <= table.scrollable_content_region.width, size
+            assert len(table.orders) == 2 and table.row_count == 2
+            for o in list(table.orders):  # all cancelled: the table says none, still without scrolling
+                app.backend.emit(OrderChanged(order(o.order_id, o.side, o.price or 0, o.qty,  # type: ignore[attr-defined]
+                                                    status="cancelled", seq=999)))
+            await settle(pilot)
+            assert table.orders == [] and "none" in str(table.get_row_at(0)[0])
+            assert table.virtual_size.width <= table.scrollable_content_region.width, size
+            conn = app.query_one("#conn")
+            assert len(str(conn.render())) <= conn.content_size.width
+

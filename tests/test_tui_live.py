@@ -66,7 +66,7 @@ async def test_ticket_book_orders_tape_amend_and_cancel(server: ServerProcess) -
         # Type an order into the ticket and send it with enter.
         await pilot.press("t", *"9990", "tab", *"5", "enter")
         await until(pilot, lambda: "new" in result_text(app), what="the ticket's answer")
-        assert "buy 5 @ 9990" in result_text(app)
+        assert "buy 5 ACME @ 9990" in result_text(app)
         await until(pilot, lambda: app.market.book is not None and app.market.book.best_bid is not None
                     and app.market.book.best_bid.price == 9990, what="the bid in the book")
         await pilot.pause()

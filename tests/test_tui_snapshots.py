@@ -16,6 +16,9 @@ from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, reje
 from tickflow.tui.ticket import OrderTicket
 
 SIZE = (140, 40)
+DEFAULT = (80, 24)
+"""A terminal's default size: every panel must still be there and readable."""
+MEDIUM = (120, 40)
 
 
 def busy_app(**backend_args) -> TickflowApp:  # type: ignore[no-untyped-def]
@@ -47,21 +50,37 @@ def test_busy_book_with_trades_and_chart(snap_compare) -> None:  # type: ignore[
     assert snap_compare(busy_app(), terminal_size=SIZE, run_before=settle)
 
 
+def test_busy_screen_at_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The default terminal: book over the tape on the left; chart, a two-column ticket and my orders
+    on the right."""
+    assert snap_compare(busy_app(), terminal_size=DEFAULT, run_before=settle)
+
+
+def test_busy_screen_at_120x40(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(busy_app(), terminal_size=MEDIUM, run_before=settle)
+
+
+async def _reject_post_only(pilot: Pilot) -> None:
+    await settle(pilot)
+    ticket = pilot.app.query_one(OrderTicket)
+    ticket.query_one("#price", Input).value = "10002"
+    ticket.query_one("#qty", Input).value = "25"
+    ticket.query_one("#post-only", Checkbox).value = True
+    await pilot.pause()
+    ticket.submit()
+    await settle(pilot)
+
+
 def test_ticket_shows_a_rejection(snap_compare) -> None:  # type: ignore[no-untyped-def]
     """A post-only buy at the best ask comes back rejected, with its reason, under the button."""
-
-    async def fill_and_send(pilot: Pilot) -> None:
-        await settle(pilot)
-        ticket = pilot.app.query_one(OrderTicket)
-        ticket.query_one("#price", Input).value = "10002"
-        ticket.query_one("#qty", Input).value = "25"
-        ticket.query_one("#post-only", Checkbox).value = True
-        await pilot.pause()
-        ticket.submit()
-        await settle(pilot)
-
     app = busy_app(answer=lambda call, args: rejected(args))
-    assert snap_compare(app, terminal_size=SIZE, run_before=fill_and_send)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_reject_post_only)
+
+
+def test_ticket_shows_a_rejection_at_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The same in the two-column ticket: the answer wraps under the button, the chart gives up a row."""
+    app = busy_app(answer=lambda call, args: rejected(args))
+    assert snap_compare(app, terminal_size=DEFAULT, run_before=_reject_post_only)
 
 
 def test_ticket_explains_bad_input_before_sending(snap_compare) -> None:  # type: ignore[no-untyped-def]
@@ -81,14 +100,20 @@ def test_help_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(busy_app(), terminal_size=SIZE, press=["question_mark"], run_before=settle)
 
 
+async def _lose_server(pilot: Pilot) -> None:
+    await settle(pilot)
+    backend = pilot.app.backend
+    backend.emit(StateChanged("reconnecting", attempt=3, delay=1.6,  # type: ignore[attr-defined]
+                              error="ClientConnectorError: Cannot connect to host 127.0.0.1:8080 "
+                              "ssl:default [Connect call failed ('127.0.0.1', 8080)]"))
+    await settle(pilot)
+
+
 def test_reconnecting_state(snap_compare) -> None:  # type: ignore[no-untyped-def]
-    """The server went away: the header counts the backoff, the book is marked stale."""
+    """The server went away: the header counts the backoff and says why, the book is marked stale."""
+    assert snap_compare(busy_app(), terminal_size=SIZE, run_before=_lose_server)
 
-    async def lose_server(pilot: Pilot) -> None:
-        await settle(pilot)
-        backend = pilot.app.backend
-        backend.emit(StateChanged("reconnecting", attempt=3, delay=1.6,  # type: ignore[attr-defined]
-                                  error="ClientConnectorError: Connect call failed ('127.0.0.1', 8080)"))
-        await settle(pilot)
 
-    assert snap_compare(busy_app(), terminal_size=SIZE, run_before=lose_server)
+def test_reconnecting_state_at_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The same header in fewer words, so it fits beside the symbol and the account."""
+    assert snap_compare(busy_app(), terminal_size=DEFAULT, run_before=_lose_server)

@@ -41,7 +41,7 @@ class OrderActions:
             order = await self.backend.place_order(req.symbol, req.side, req.qty, req.price,  # type: ignore[arg-type]
                                                    tif=req.tif, post_only=req.post_only)  # type: ignore[arg-type]
         except Exception as e:
-            self.post_message(OrderAnswered("place", None, explain(e)))
+            self.post_message(OrderAnswered("place", None, f"{req.summary}: {explain(e)}"))
         else:
             self.post_message(OrderAnswered("place", order))
 

@@ -57,7 +57,7 @@ class AmendScreen(ModalScreen[dict[str, int] | None]):
                 yield Label("Price", classes="label")
                 yield Input(str(o.price or ""), type="integer", compact=True, id="amend-price",
                             disabled=o.type != "limit")
-            yield Static(Text("A lower quantity at the same price keeps the queue place; a new price or a\n"
+            yield Static(Text("A lower quantity at the same price keeps the queue place; a new price or a "
                               "larger quantity goes to the back of the level.", style="dim"))
             yield Static("", id="amend-error")
             with Horizontal(classes="buttons"):

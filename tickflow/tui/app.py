@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container
 from textual.widgets import Footer, Input, Select
 
 from tickflow.net.client import Event, StateChanged, TradesReceived
@@ -39,6 +39,8 @@ class TickflowApp(OrderActions, App[None]):
     FRAME_RATE = 20
     TITLE = "tickflow"
     COMMANDS = App.COMMANDS | {TickflowCommands}
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-medium"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS = [
         Binding("question_mark", "help", "Help", id="help", tooltip="Keys, colours and arrows"),
         Binding("f1", "help", "Help", show=False, priority=True),
@@ -76,14 +78,12 @@ class TickflowApp(OrderActions, App[None]):
 
     def compose(self) -> ComposeResult:
         yield TopBar(self.market.symbol, self.market.account, id="top")
-        with Horizontal(id="main"):
+        with Container(id="main"):  # a grid laid out by app.tcss: this order fills it at every size
             yield BookView(id="book")
-            with Vertical(id="middle"):
-                yield PriceChart(id="chart", utc=self._utc, interval=self._chart_interval)
-                yield MyOrders(id="orders")
-            with Vertical(id="right"):
-                yield OrderTicket(self.market.symbol, id="ticket", blink=self._live)
-                yield TradeTape(id="tape", utc=self._utc)
+            yield PriceChart(id="chart", utc=self._utc, interval=self._chart_interval)
+            yield OrderTicket(self.market.symbol, id="ticket", blink=self._live)
+            yield TradeTape(id="tape", utc=self._utc)
+            yield MyOrders(id="orders")
         yield Footer()
 
     def on_mount(self) -> None:

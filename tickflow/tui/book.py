@@ -111,7 +111,8 @@ class BookView(Widget, can_focus=True):
         dim = "dim" if self.stale else ""
 
         out = Text(no_wrap=True, overflow="crop")
-        out.append(f"  {'Price':>{PRICE_W}}{'Size':>{size_w}}{'Total':>{total_w}} Depth".ljust(width),
+        depth_label = " Depth" if bar_w >= 5 else ""
+        out.append(f"  {'Price':>{PRICE_W}}{'Size':>{size_w}}{'Total':>{total_w}}{depth_label}".ljust(width),
                    style="bold")
         out.append("\n")
         for row in range(depth):  # worst shown ask at the top, best ask just above the spread

@@ -63,8 +63,11 @@ class PriceChart(PlotextPlot):
         plt.clear_figure()
         candles = self.candles
         self.border_title = f"{self.symbol} · 1m candles"
+        self.border_subtitle = ""
+        plt.xaxes(True, False)  # no frame line above or to the right: a short chart keeps its rows
+        plt.yaxes(True, False)
         if not candles:
-            plt.title("no trades in the last hour")
+            self.border_subtitle = "no trades in the last hour"
         else:
             # x is minutes before the newest candle: quiet minutes stay gaps, as on a real time axis.
             newest = candles[-1].t
@@ -79,13 +82,13 @@ class PriceChart(PlotextPlot):
             picks = _label_picks(xs, slots, self.size.width)
             plt.xticks([xs[i] for i in picks], [fmt.minute(candles[i].t, self.utc) for i in picks])
             low, high = min(c.low for c in candles), max(c.high for c in candles)
-            step_y = max(1, (high - low) // 5)
-            plt.yticks(list(range(low, high + 1, step_y)))
+            plt.yticks(_price_ticks(low, high, self.size.height - 2))
             first, last = candles[0].open, candles[-1].close
             change = last - first
             sign = "▲ +" if change > 0 else ("▼ " if change < 0 else "■ ")
             pct = 100 * change / first if first else 0.0
-            plt.title(f"last {last}  {sign}{change} ({pct:+.2f}%)  vol {sum(c.volume for c in candles):,}")
+            # On the frame, not in the plot: the candles get every row.
+            self.border_subtitle = f"last {last}  {sign}{change} ({pct:+.2f}%)  vol {sum(c.volume for c in candles):,}"
         self.refresh()
 
 
@@ -99,6 +102,14 @@ def _label_picks(xs: list[int], slots: int, width: int) -> list[int]:
         if not picks or xs[picks[-1]] - xs[i] >= gap:
             picks.append(i)
     return picks[::-1]
+
+
+def _price_ticks(low: int, high: int, rows: int) -> list[int]:
+    """Up to six prices to label, at most one per two rows: more than fit and plotext picks which to
+    drop, not always the same ones."""
+    count = max(2, min(6, rows // 2))
+    step = max(1, -(-(high - low) // (count - 1)))
+    return list(range(low, high + 1, step))
 
 
 def _plotext_colour(hex_colour: str) -> tuple[int, int, int]:

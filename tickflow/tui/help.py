@@ -13,7 +13,8 @@ from textual.widgets import Static
 from tickflow.tui.palette import BUY_ARROW, SELL_ARROW, Palette
 
 KEYS: list[tuple[str, str]] = [
-    ("enter", "in the ticket: send the order · on the book: put the level's price in the ticket"),
+    ("enter", "in the ticket (any field): send the order · on the book: put the level's price in the ticket"),
+    ("space", "in the ticket: tick or untick post-only, open a list (side, type, TIF)"),
     ("b / s", "ticket side: buy / sell"),
     ("t", "go to the ticket (price field)"),
     ("d", "go to the order book; ↑ ↓ move over the levels"),

@@ -10,33 +10,48 @@ from tickflow.tui import format as fmt
 from tickflow.tui.palette import Palette
 
 _BAR = 5
+BAR_WIDTH = 50
+"""Narrower than this, the fill is shown as numbers only, so every column stays in view."""
 
 
-def progress(filled: int, qty: int) -> Text:
-    """`▰▰▰▱▱▱▱▱  3/8`: how much of the order has traded."""
-    done = round(_BAR * filled / qty) if qty else 0
-    text = Text("▰" * done, style="bold cyan")
-    text.append("▱" * (_BAR - done), style="dim")
-    text.append(f" {fmt.qty(filled)}/{fmt.qty(qty)}")
+def progress(filled: int, qty: int, bar: bool = True) -> Text:
+    """`▰▰▱▱▱ 3/8`: how much of the order has traded (`3/8` alone without the bar)."""
+    text = Text()
+    if bar:
+        done = round(_BAR * filled / qty) if qty else 0
+        text.append("▰" * done, style="bold cyan")
+        text.append("▱" * (_BAR - done) + " ", style="dim")
+        text.append(f"{fmt.qty(filled)}/{fmt.qty(qty)}")
+    else:
+        text.append(f"{fmt.qty_fit(filled, 6)}/{fmt.qty_fit(qty, 6)}")
     return text
 
 
 class MyOrders(DataTable):
-    """A row per open order, oldest first. The cursor stays on the same order while rows come and go."""
+    """A row per open order, oldest first. The cursor stays on the same order while rows come and go.
+    Only GTC limit orders rest, so no column for the type or TIF; the Filled column tells new from
+    partly filled, and PO marks post-only."""
 
-    COLUMNS = ("Order", "Side", "Price", "Filled", "Status", "TIF", "Sym")
+    COLUMNS = ("Order", "Side", "Price", "Filled", "PO", "Sym")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.orders: list[Order] = []
+        self._bar = True
 
     def on_mount(self) -> None:
         self.border_title = "My orders"
         self.add_columns(*self.COLUMNS)
         self._empty_row()
 
+    def on_resize(self) -> None:
+        bar = self.content_size.width >= BAR_WIDTH
+        if bar != self._bar:
+            self._bar = bar
+            self.show(self.orders)
+
     def _empty_row(self) -> None:
-        self.add_row("", Text("no open orders", style="italic dim"), "", "", "", "", "", key="-")
+        self.add_row(Text("none", style="italic dim"), "", "", "", "", "", key="-")  # (narrow: no column grows)
 
     @property
     def selected(self) -> Order | None:
@@ -60,9 +75,8 @@ class MyOrders(DataTable):
                 Text(f"#{o.order_id}"),
                 Text(f"{palette.arrow(o.side)} {o.side}", style=colour),
                 Text(fmt.price(o.price), style=f"bold {colour}", justify="right"),
-                progress(o.filled_qty, o.qty),
-                "partial" if o.status == "partially_filled" else o.status,
-                o.tif.upper() + (" PO" if o.post_only else ""),
+                progress(o.filled_qty, o.qty, self._bar),
+                "✓" if o.post_only else "",
                 o.symbol,
                 key=str(o.order_id),
             )

@@ -1,8 +1,10 @@
-"""The order ticket: side, type, price, quantity, time in force, post-only; submit with enter or the button.
+"""The order ticket: side, type, price, quantity, time in force, post-only; enter (from any field) or the
+button sends.
 
 Input is checked as it is typed and again on submit: a ticket that would be refused says why before
 anything is sent. The answer (accepted, filled, rejected with its reason, or the server's error) is
-shown at once under the button.
+shown at once under the button, naming the order it is about; it stays until the ticket is edited or
+the symbol changes, and then the line says what the new order still needs.
 """
 
 from __future__ import annotations
@@ -13,16 +15,15 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
+from tickflow.core.types import MAX_PRICE, MAX_QTY
 from tickflow.net.client import Order
 from tickflow.tui import format as fmt
+from tickflow.tui.fields import TickBox, TicketSelect
 from tickflow.tui.palette import BUY_ARROW, SELL_ARROW, Palette
-
-MAX_PRICE = 1_000_000_000
-MAX_QTY = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class OrderRequest:
     qty: int
     tif: str
     post_only: bool
+
+    @property
+    def summary(self) -> str:
+        """`buy 25 ACME @ 10002`, as the answer will name it."""
+        return f"{self.side} {self.qty} {self.symbol} " + (f"@ {self.price}" if self.price is not None else "at market")
 
 
 def check(symbol: str, side: str, type_: str, price_text: str, qty_text: str, tif: str,
@@ -61,7 +67,8 @@ def describe(order: Order) -> Text:
     ok = order.status in ("new", "partially_filled", "filled")
     mark, style = ("✔", "bold green") if ok else ("✘", "bold red")
     where = f" @ {order.price}" if order.type == "limit" else " at market"
-    text = Text(f"{mark} #{order.order_id} {order.side} {order.qty}{where}: {order.status}", style=style)
+    text = Text(f"{mark} #{order.order_id} {order.side} {order.qty} {order.symbol}{where}: "
+                f"{order.status.replace('_', ' ')}", style=style)
     if order.filled_qty:
         avg = sum(f.price * f.qty for f in order.fills) / max(1, sum(f.qty for f in order.fills))
         text.append(f" · filled {order.filled_qty}/{order.qty}", style="")
@@ -89,30 +96,34 @@ class OrderTicket(Vertical):
         super().__init__(id=id)
         self.symbol = symbol
         self._blink = blink
+        self._result: Text | None = None
+        """The answer to the last send, shown until the ticket is edited; None shows what the form needs."""
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="row"):
-            yield Label("Side", classes="label")
-            yield Select([(f"{BUY_ARROW} buy", "buy"), (f"{SELL_ARROW} sell", "sell")], value="buy",
-                         allow_blank=False, compact=True, id="side")
-        with Horizontal(classes="row"):
-            yield Label("Type", classes="label")
-            yield Select([("limit", "limit"), ("market", "market")], value="limit", allow_blank=False,
-                         compact=True, id="type")
-        with Horizontal(classes="row"):
-            yield Label("Price", classes="label")
-            yield Input(placeholder="ticks", type="integer", compact=True, id="price")
-        with Horizontal(classes="row"):
-            yield Label("Qty", classes="label")
-            yield Input(placeholder="quantity", type="integer", compact=True, id="qty")
-        with Horizontal(classes="row"):
-            yield Label("TIF", classes="label")
-            yield Select([("GTC good till cancel", "gtc"), ("IOC immediate or cancel", "ioc"),
-                          ("FOK fill or kill", "fok")], value="gtc", allow_blank=False, compact=True,
-                         id="tif")
-        yield Checkbox("Post-only (never take)", compact=True, id="post-only")
+        with Container(id="ticket-fields"):  # a grid (app.tcss): two columns, or one in the wide layout
+            with Horizontal(classes="field"):
+                yield Label("Side", classes="label")
+                yield TicketSelect([(f"{BUY_ARROW} buy", "buy"), (f"{SELL_ARROW} sell", "sell")], value="buy",
+                                   allow_blank=False, compact=True, id="side")
+            with Horizontal(classes="field"):
+                yield Label("Type", classes="label")
+                yield TicketSelect([("limit", "limit"), ("market", "market")], value="limit",
+                                   allow_blank=False, compact=True, id="type")
+            with Horizontal(classes="field"):
+                yield Label("Price", classes="label")
+                yield Input(placeholder="ticks", type="integer", compact=True, id="price")
+            with Horizontal(classes="field"):
+                yield Label("Qty", classes="label")
+                yield Input(placeholder="quantity", type="integer", compact=True, id="qty")
+            with Horizontal(classes="field"):
+                yield Label("TIF", classes="label")
+                yield TicketSelect([("GTC", "gtc"), ("IOC", "ioc"), ("FOK", "fok")], value="gtc",
+                                   allow_blank=False, compact=True, id="tif",
+                                   tooltip="GTC good till cancel · IOC immediate or cancel · FOK fill or kill")
+            with Horizontal(classes="field"):
+                yield TickBox("post-only", compact=True, id="post-only",
+                              tooltip="Rest on the book or be rejected: never take liquidity")
         yield Button("", id="submit", compact=True)
-        yield Static("", id="hint")
         yield Static("", id="result")
 
     def on_mount(self) -> None:
@@ -139,7 +150,7 @@ class OrderTicket(Vertical):
         if symbol != self.symbol:
             # A price belongs to one book: carried to another it could cross it by accident.
             self.query_one("#price", Input).value = ""
-            self.query_one("#result", Static).update("")
+            self._result = None
         self.symbol = symbol
         self.border_title = f"Order ticket · {symbol}"
         self._refresh_form()
@@ -147,7 +158,7 @@ class OrderTicket(Vertical):
     def request(self) -> OrderRequest | str:
         return check(self.symbol, self.side, str(self.query_one("#type", Select).value),
                      self.query_one("#price", Input).value, self.query_one("#qty", Input).value,
-                     str(self.query_one("#tif", Select).value), self.query_one("#post-only", Checkbox).value)
+                     str(self.query_one("#tif", Select).value), self.query_one("#post-only", TickBox).value)
 
     def _refresh_form(self) -> None:
         palette: Palette = getattr(self.app, "palette", Palette())
@@ -159,17 +170,22 @@ class OrderTicket(Vertical):
         arrow = BUY_ARROW if side == "buy" else SELL_ARROW
         qty = self.query_one("#qty", Input).value.strip() or "?"
         where = f"@ {price.value.strip() or '?'}" if order_type == "limit" else "at market"
-        button.label = f"{arrow} {side.capitalize()} {qty} {self.symbol} {where}"
+        tif = str(self.query_one("#tif", Select).value)
+        extra = (f" {tif.upper()}" if tif != "gtc" else "") + (" post-only" if self.query_one(TickBox).value else "")
+        button.label = f"{arrow} {side.capitalize()} {qty} {self.symbol} {where}{extra}"
         button.styles.background = palette.side(side)
         button.styles.color = "black"
+        if self._result is not None:
+            self.query_one("#result", Static).update(self._result)
+            return
         req = self.request()
-        hint = self.query_one("#hint", Static)
-        hint.update(Text(f"  {req}", style="dim italic") if isinstance(req, str) else "")
+        self.query_one("#result", Static).update(Text(f"  {req}", style="dim italic") if isinstance(req, str) else "")
 
     @on(Select.Changed)
     @on(Input.Changed)
-    @on(Checkbox.Changed)
+    @on(TickBox.Changed)
     def _changed(self) -> None:
+        self._result = None  # a new order is being made: the last answer is no longer about it
         self._refresh_form()
 
     # ---- submitting
@@ -184,15 +200,15 @@ class OrderTicket(Vertical):
         if isinstance(req, str):
             self.show_error(f"not sent: {req}")
             return
-        self.query_one("#result", Static).update(Text("… sending", style="italic"))
+        self._show(Text(f"… sending {req.summary}", style="italic"))
         self.post_message(self.Submit(req))
 
     def show_error(self, message: str) -> None:
-        self.query_one("#hint", Static).update("")  # the error says it; no need to say it twice
-        self.query_one("#result", Static).update(Text(f"✘ {message}", style="bold red"))
+        self._show(Text(f"✘ {message}", style="bold red"))
 
     def show_result(self, order: Order | None, error: str | None = None) -> None:
-        if order is not None:
-            self.query_one("#result", Static).update(describe(order))
-        else:
-            self.show_error(error or "failed")
+        self._show(describe(order) if order is not None else Text(f"✘ {error or 'failed'}", style="bold red"))
+
+    def _show(self, result: Text) -> None:
+        self._result = result
+        self.query_one("#result", Static).update(result)

@@ -1,0 +1,34 @@
+"""Ticket fields that leave enter to the ticket, so enter sends the order from any field."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.content import Content
+from textual.widgets import Checkbox, Select
+
+
+class TicketSelect(Select[str], inherit_bindings=False):
+    """A select that opens with space or the arrows; enter goes on to the ticket (send)."""
+
+    BINDINGS = [Binding("down,space,up", "show_overlay", "Show menu", show=False)]
+
+
+class TickBox(Checkbox, inherit_bindings=False):
+    """A checkbox whose state reads without colour: `[✓]` when on, `[ ]` when off.
+    Space toggles it; enter goes on to the ticket (send)."""
+
+    BINDINGS = [Binding("space", "toggle_button", "Toggle", show=False)]
+    DEFAULT_CSS = """
+    TickBox > .toggle--button {
+        color: $text-muted;
+        background: transparent;
+    }
+    TickBox.-on > .toggle--button {
+        color: $text-success;
+        text-style: bold;
+    }
+    """
+
+    @property
+    def _button(self) -> Content:
+        return Content.styled("[✓]" if self.value else "[ ]", self.get_visual_style("toggle--button"))

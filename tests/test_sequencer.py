@@ -15,7 +15,7 @@ from helpers.logs import open_log, replayed
 from tickflow.core.types import AddSymbol, Amend, Cancel, NewOrder, Outcome, Reason
 from tickflow.net.sequencer import BadCommand, Sequencer, SequencerStopped
 from tickflow.store.records import decode_record
-from tickflow.store.wal import Wal
+from tickflow.store.wal import MAX_PAYLOAD, Wal
 
 MODES = ["none", "group", "order"]
 
@@ -443,6 +443,18 @@ async def test_a_command_that_cannot_be_logged_is_refused_alone(path: str) -> No
     await sequencer.stop()
     _, recovery = replayed(path)
     assert recovery.records == 3
+
+
+async def test_a_command_too_big_for_one_log_record_is_refused_and_the_log_still_opens(path: str) -> None:
+    sequencer = await with_symbol(path)
+    huge = order(1, account="a" * (MAX_PAYLOAD + 1))  # only a hand-made tokens file could name such an account
+    results = await asyncio.gather(sequencer.submit(order(1)), sequencer.submit(huge), sequencer.submit(order(2)),
+                                   return_exceptions=True)
+    assert isinstance(results[1], BadCommand) and "over the log's" in str(results[1])
+    assert [r.seq for r in results if isinstance(r, Outcome)] == [2, 3]
+    await sequencer.stop()
+    _, recovery = replayed(path)  # replay would take a record over the limit for garbage and refuse the log
+    assert recovery.records == 3 and recovery.cut is None
 
 
 async def test_the_log_time_never_runs_backwards(path: str) -> None:

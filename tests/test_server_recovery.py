@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,9 @@ import aiohttp
 import pytest
 
 from server_process import ServerProcess
+
+from tickflow.core.types import AddSymbol
+from tickflow.store.records import decode_record
 
 
 async def _place(url: str, account: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -105,6 +110,33 @@ async def test_bad_tokens_file_or_symbols_refuse_to_start(tmp_path: Path) -> Non
         ServerProcess(tmp_path / "a", extra=["--tokens", str(tmp_path / "tokens.json")]).start(timeout=20)
     with pytest.raises(RuntimeError, match="bad symbol names"):
         ServerProcess(tmp_path / "b", symbols="ACME,not ok").start(timeout=20)
+    with pytest.raises(RuntimeError, match="bad symbol names"):
+        ServerProcess(tmp_path / "c", symbols="ACME,..").start(timeout=20)  # URLs normalise it away
+    with pytest.raises(RuntimeError, match="no symbols"):
+        ServerProcess(tmp_path / "d", symbols=",,").start(timeout=20)
+
+
+@pytest.mark.parametrize("tokens, message", [
+    ({}, "holds no tokens"),
+    ({"t1": ""}, "bad account name ''"),
+    ({"t1": "a" * 65}, "bad account name"),  # a record over the log's limit, if it were long enough
+    ({"t1": "has space"}, "bad account name 'has space'"),
+    ({"": "alice"}, "a token must be"),
+    ({" t1": "alice"}, "a token must be"),  # the header is read stripped: it could never be sent
+], ids=["empty", "empty-account", "long-account", "odd-account", "empty-token", "spaced-token"])
+async def test_a_tokens_file_with_an_unusable_entry_refuses_to_start(tmp_path: Path, tokens: dict[str, str],
+                                                                   message: str) -> None:
+    (tmp_path / "tokens.json").write_text(json.dumps(tokens))
+    server = ServerProcess(tmp_path / "data", extra=["--tokens", str(tmp_path / "tokens.json")])
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        server.start(timeout=20)
+    assert not (tmp_path / "data" / "wal.log").exists() or (tmp_path / "data" / "wal.log").stat().st_size == 0
+
+
+async def test_a_tokens_file_naming_a_token_twice_refuses_to_start(tmp_path: Path) -> None:
+    (tmp_path / "tokens.json").write_text('{"t1": "alice", "t1": "bob"}')
+    with pytest.raises(RuntimeError, match="appears twice"):
+        ServerProcess(tmp_path / "data", extra=["--tokens", str(tmp_path / "tokens.json")]).start(timeout=20)
 
 
 async def test_tickflow_log_checks_a_log_without_changing_it(tmp_path: Path) -> None:
@@ -156,13 +188,57 @@ async def test_sqlite_with_gaps_or_ahead_of_the_log_is_brought_in_line(tmp_path:
         assert await _get(f"{server.url}/trades?limit=1000") == trades
         assert await _get(f"{server.url}/bars?symbol=ACME") == bars
         server.stop()
-        os.remove(server.data / "wal.log")  # the log is the truth: a store ahead of it must not show its trades
-        server.start()
+        log = server.data / "wal.log"
+        whole = log.read_bytes()
+        log.write_bytes(whole[:_symbols_only(whole)])  # the log is the truth: a store ahead of it must not show
+        server.start()                                 # trades it does not hold
         assert "removed 10 trades from SQLite that the log does not hold" in server.output()
         assert await _get(f"{server.url}/trades?limit=1000") == []
         await _trade_a_little(server.url, 1)
         (trade,) = await _get(f"{server.url}/trades?limit=1000")
         assert trade["tradeId"] == 1 and trade["price"] == 100
+    finally:
+        server.kill()
+
+
+def _symbols_only(log: bytes) -> int:
+    """Where the log's leading AddSymbol records end."""
+    offset = 0
+    while offset < len(log):
+        length = int.from_bytes(log[offset:offset + 4], "little")
+        if not isinstance(decode_record(log[offset + 8:offset + 8 + length]).command, AddSymbol):
+            break
+        offset += 8 + length
+    return offset
+
+
+async def test_a_missing_log_beside_a_trade_store_is_refused_not_taken_for_a_new_exchange(tmp_path: Path) -> None:
+    import sqlite3
+
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        await _trade_a_little(server.url)
+        server.stop()
+        for emptied in ("removed", "empty"):
+            log = server.data / "wal.log"
+            kept = log.read_bytes()
+            if emptied == "removed":
+                log.unlink()
+            else:
+                log.write_bytes(b"")
+            with pytest.raises(RuntimeError, match="is missing or empty, but .* holds 10 trades: refusing"):
+                server.start()
+            with sqlite3.connect(server.data / "trades.sqlite") as db:
+                assert db.execute("SELECT COUNT(*) FROM trades").fetchone() == (10,)  # nothing deleted
+            log.write_bytes(kept)
+        server.start()
+        assert len(await _get(f"{server.url}/trades?limit=1000")) == 10
+        server.stop()
+        (server.data / "wal.log").unlink()
+        for part in server.data.glob("trades.sqlite*"):  # moved aside, as the message says
+            part.rename(part.with_name(part.name.replace("trades", "old-trades")))
+        server.start()
+        assert await _get(f"{server.url}/trades?limit=1000") == []
     finally:
         server.kill()
 
@@ -191,11 +267,17 @@ async def test_startup_failures_exit_with_a_message_and_free_the_data_directory(
 
     first = ServerProcess(tmp_path / "first").start()
     try:
+        first.stop()
+        first.start()  # what a second server on the same port must leave alone: a log with records
         second = ServerProcess(tmp_path / "second")
         second.port = first.port
+        shutil.copytree(first.data, second.data, ignore=shutil.ignore_patterns("LOCK"))
+        log = (second.data / "wal.log").read_bytes()
         with pytest.raises(RuntimeError, match=r"cannot listen on 127.0.0.1:\d+"):
             second.start(timeout=30)  # exits: does not hang with SQLite's threads alive
         assert "Traceback" not in second.output()
+        assert "replayed" not in second.output()  # refused before the replay, not after it
+        assert (second.data / "wal.log").read_bytes() == log  # and nothing written: no symbol added
         second.port = 0
         second.start()  # the lock went with the process
         second.kill()
@@ -206,6 +288,14 @@ async def test_startup_failures_exit_with_a_message_and_free_the_data_directory(
         out = subprocess.run([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port", "0"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 1 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    for flags, message in ((["--port", "70000"], "not a port number"), (["--port", "-1"], "not a port number"),
+                           (["--ws-buffer", "-5"], "not a whole number of at least 1"),
+                           (["--web", str(tmp_path / "nowhere")], "no index.html there"),
+                           (["--data", ""], "must not be empty")):
+        out = subprocess.run([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(tmp_path / "x"), *flags],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, (flags, out.stderr)
+    assert not (tmp_path / "x").exists()
 
 
 async def test_sighup_stops_the_server_cleanly(tmp_path: Path) -> None:

@@ -228,5 +228,38 @@ def test_an_empty_or_missing_log_opens_empty(tmp_path: Path) -> None:
     assert os.path.exists(path)
 
 
+def test_a_file_that_is_no_log_is_refused_not_cut_to_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "test.wal"
+    text = b"this is not a tickflow log\n" * 200
+    path.write_bytes(text)
+    with pytest.raises(CorruptLog, match="byte offset 0 .*so the file is no tickflow log"):
+        list(Wal.open(str(path)).replay())
+    assert path.read_bytes() == text
+
+
+def test_a_torn_first_record_is_still_cut(tmp_path: Path) -> None:
+    path = str(tmp_path / "test.wal")
+    first = frame(payloads(CMDS[:1])[0])
+    for torn in (first[:3], first[:-1], b"\0" * 64):  # a short header, a short payload, zeros
+        Path(path).write_bytes(torn)
+        check_recovers(path, 0, Cut(0, len(torn), "torn"))
+
+
+@pytest.mark.parametrize("extra", ["field", "element"])
+def test_a_record_with_more_fields_than_this_version_knows_is_refused(tmp_path: Path, extra: str) -> None:
+    import msgspec
+
+    path = str(tmp_path / "test.wal")
+    write_log(path, CMDS[:3])
+    order = ["n", "alice", "ACME", "buy", "limit", 100, 1, "gtc", False, "c1", "from-the-future"]
+    record = [4, 1_700_000_000_003, order] if extra == "field" else [4, 1_700_000_000_003, order[:-1], 2]
+    with open(path, "ab") as f:
+        f.write(frame(msgspec.msgpack.encode(record)))
+    before = Path(path).read_bytes()
+    with pytest.raises(CorruptLog, match=r"not a record: .*a log written by a newer tickflow\?"):
+        replayed(path)
+    assert Path(path).read_bytes() == before
+
+
 def test_cut_describes_itself() -> None:
     assert str(Cut(120, 7, "short payload")) == "cut a torn tail at byte 120: 7 bytes dropped (short payload)"

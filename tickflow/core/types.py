@@ -45,9 +45,12 @@ class Reason:
 
 
 # ---------------------------------------------------------------- commands (what the log holds)
+# A log record with more fields than these is refused, not half-read: it was written by a newer
+# tickflow, and applying only the fields known here could give a different book.
 
 
-class NewOrder(msgspec.Struct, tag_field="kind", tag="n", array_like=True, frozen=True, gc=False):
+class NewOrder(msgspec.Struct, tag_field="kind", tag="n", array_like=True, forbid_unknown_fields=True,
+               frozen=True, gc=False):
     """Place an order. `price` is ignored (must be 0) for market orders."""
 
     account: str
@@ -61,12 +64,14 @@ class NewOrder(msgspec.Struct, tag_field="kind", tag="n", array_like=True, froze
     client_order_id: str | None = None
 
 
-class Cancel(msgspec.Struct, tag_field="kind", tag="c", array_like=True, frozen=True, gc=False):
+class Cancel(msgspec.Struct, tag_field="kind", tag="c", array_like=True, forbid_unknown_fields=True,
+             frozen=True, gc=False):
     account: str
     order_id: int
 
 
-class Amend(msgspec.Struct, tag_field="kind", tag="a", array_like=True, frozen=True, gc=False):
+class Amend(msgspec.Struct, tag_field="kind", tag="a", array_like=True, forbid_unknown_fields=True,
+            frozen=True, gc=False):
     """Change an open order: `qty` is the new total quantity (filled included), `price` the new limit."""
 
     account: str
@@ -75,7 +80,8 @@ class Amend(msgspec.Struct, tag_field="kind", tag="a", array_like=True, frozen=T
     price: int | None = None
 
 
-class AddSymbol(msgspec.Struct, tag_field="kind", tag="s", array_like=True, frozen=True, gc=False):
+class AddSymbol(msgspec.Struct, tag_field="kind", tag="s", array_like=True, forbid_unknown_fields=True,
+                frozen=True, gc=False):
     """Open a book. Logged like any command, so a replay knows the same symbols."""
 
     symbol: str
@@ -84,7 +90,7 @@ class AddSymbol(msgspec.Struct, tag_field="kind", tag="s", array_like=True, froz
 Command = NewOrder | Cancel | Amend | AddSymbol
 
 
-class Record(msgspec.Struct, array_like=True, frozen=True, gc=False):
+class Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, frozen=True, gc=False):
     """One log record: a command as the sequencer accepted it, with its sequence number and time."""
 
     seq: int

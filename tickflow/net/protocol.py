@@ -33,7 +33,8 @@ Qty = Annotated[int, Meta(ge=1, le=MAX_QTY)]
 ClientOrderId = Annotated[
     str, Meta(min_length=1, max_length=MAX_CLIENT_ORDER_ID, pattern=r"\A[A-Za-z0-9._:-]+\Z")
 ]
-SYMBOL_PATTERN = re.compile(r"\A[A-Z0-9._-]{1,16}\Z")
+SYMBOL_PATTERN = re.compile(r"\A[A-Z0-9][A-Z0-9._-]{0,15}\Z")
+"""1-16 of A-Z 0-9 . _ -, starting with a letter or digit (so never `.` or `..`, which URLs normalise away)."""
 DIGITS = re.compile(r"\A[0-9]{1,19}\Z")
 """A decimal number as clients write it: ASCII digits only (int() would also take " 1", "+1", "1_0", "١")."""
 

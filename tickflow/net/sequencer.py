@@ -23,7 +23,7 @@ from tickflow.core.engine import Engine
 from tickflow.core.types import Amend, Cancel, Command, NewOrder, Outcome, Reason, Record
 from tickflow.store.records import decode_record, decode_records, encode_record
 from tickflow.store.syncer import NoSyncer, Syncer, default_syncer
-from tickflow.store.wal import Wal
+from tickflow.store.wal import MAX_PAYLOAD, Wal
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +371,8 @@ class Sequencer:
         that would not decode (a wrong field type) is refused here rather than poisoning the log."""
         try:
             records = [encode_record(Record(seq + i, ts, item.command)) for i, item in enumerate(batch, 1)]
-            return records, [r.command for r in decode_records(records)], batch
+            if max(map(len, records)) <= MAX_PAYLOAD:
+                return records, [r.command for r in decode_records(records)], batch
         except Exception:
             pass  # one of them is bad: find it, one by one
         records = []
@@ -380,6 +381,8 @@ class Sequencer:
         for item in batch:
             try:
                 payload = encode_record(Record(seq + 1, ts, item.command))
+                if len(payload) > MAX_PAYLOAD:  # replay would take it for garbage and refuse the log
+                    raise ValueError(f"its record would be {len(payload)} bytes, over the log's {MAX_PAYLOAD}")
                 commands.append(decode_record(payload).command)
             except Exception as e:
                 self._refuse([item], f"command cannot be logged: {e}", BadCommand)

@@ -1,4 +1,4 @@
-"""`tickflow serve`: recover from the log, bring SQLite in line, serve until SIGTERM/SIGINT."""
+"""`tickflow serve`: recover from the log, bring SQLite in line, serve until SIGTERM, SIGINT or SIGHUP."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sqlite3
 import sys
 import time
@@ -21,7 +22,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Outcome, Trade
-from tickflow.net.app import BODY_TIMEOUT, Exchange, make_app
+from tickflow.net.app import ACCOUNT_PATTERN, BODY_TIMEOUT, Exchange, make_app
 from tickflow.net.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
 from tickflow.net.protocol import SYMBOL_PATTERN
 from tickflow.net.sequencer import Durability, Sequencer
@@ -48,23 +49,55 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65_535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port number (0-65535; 0 picks a free port)")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of at least 1")
+    return value
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="tickflow serve", description="Run the tickflow exchange server.")
-    p.add_argument("--data", default="tickflow-data", help="data directory (log, SQLite); default ./tickflow-data")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080, help="0 picks a free port")
+    p.add_argument("--data", type=_nonempty, default="tickflow-data",
+                   help="data directory (log, SQLite); default ./tickflow-data")
+    p.add_argument("--host", type=_nonempty, default="127.0.0.1")
+    p.add_argument("--port", type=_port, default=8080, help="0 picks a free port")
     p.add_argument("--durability", choices=[d.value for d in Durability], default="group",
                    help="none: ack after write (survives kill -9); group: one fdatasync per batch; "
                         "order: one fdatasync per order (both survive power loss)")
-    p.add_argument("--symbols", default=DEFAULT_SYMBOLS, help="comma-separated symbols to open")
+    p.add_argument("--symbols", default=DEFAULT_SYMBOLS,
+                   help="comma-separated symbols to open, besides those the log already holds (a book, once "
+                        "opened, stays open: its orders rest on across restarts)")
     p.add_argument("--tokens", help="JSON file {token: account}; without it, demo mode: the token is the account")
     p.add_argument("--web", help="directory of the browser page (default: the web/ beside the package)")
-    p.add_argument("--ws-buffer", type=int, default=BUFFER_MESSAGES, metavar="N",
+    p.add_argument("--ws-buffer", type=_positive_int, default=BUFFER_MESSAGES, metavar="N",
                    help="messages a WebSocket subscriber may fall behind before it is resynced")
     p.add_argument("--body-timeout", type=_positive_seconds, default=BODY_TIMEOUT, metavar="SECONDS",
                    help="how long a request body may take to arrive once its headers have (408 after)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.web is not None and not Path(args.web, "index.html").is_file():
+        p.error(f"--web {args.web}: no index.html there")
+    return args
 
 
 def lock_data_dir(data: Path) -> int:
@@ -83,15 +116,61 @@ def lock_data_dir(data: Path) -> int:
 
 
 def load_tokens(path: str | None) -> dict[str, str] | None:
+    """The --tokens file: a JSON object of token -> account, every entry usable as sent."""
     if path is None:
         return None
+
+    def no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        seen: dict[str, object] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise ValueError(f"the token {key[:4]}... appears twice")
+            seen[key] = value
+        return seen
+
     try:
-        tokens = json.loads(Path(path).read_text())
+        tokens = json.loads(Path(path).read_text(), object_pairs_hook=no_repeats)
     except (OSError, ValueError) as e:
         raise StartupError(f"cannot read tokens from {path}: {e}")
     if not isinstance(tokens, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tokens.items()):
         raise StartupError(f"{path} must be a JSON object of token -> account name")
+    if not tokens:
+        raise StartupError(f"{path} holds no tokens: nobody could trade")
+    for token, account in tokens.items():
+        if not token or token != token.strip() or not token.isprintable() or len(token) > 4096:
+            # The Authorization header is read stripped: such a token could never be presented.
+            raise StartupError(f"{path}: a token must be 1-4096 printable characters with no space at either "
+                               f"end (the one for account {account[:64]!r} is not)")
+        if not ACCOUNT_PATTERN.match(account):
+            raise StartupError(f"{path}: bad account name {account[:64]!r}: use 1-64 of A-Z a-z 0-9 . _ : @ -")
     return tokens
+
+
+def bind(host: str, port: int) -> list[socket.socket]:
+    """The listening address, bound before the log is touched but not yet listening.
+
+    A port in use is refused at once, before a long replay and before anything is written to the
+    log; until `listen` (when the server is ready) connections are refused, as with no server."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}")
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:  # one free port for every address of the host
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+    except OSError as e:
+        for sock in sockets:
+            sock.close()
+        raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}")
+    return sockets
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -103,7 +182,7 @@ async def serve(args: argparse.Namespace) -> int:
     symbols = [s.strip() for s in args.symbols.split(",") if s.strip()]
     bad = [s for s in symbols if not SYMBOL_PATTERN.match(s)]
     if bad:
-        raise StartupError(f"bad symbol names {bad}: use 1-16 of A-Z 0-9 . _ -")
+        raise StartupError(f"bad symbol names {bad}: use 1-16 of A-Z 0-9 . _ -, starting with a letter or digit")
     tokens = load_tokens(args.tokens)
     try:
         lock = lock_data_dir(data)
@@ -111,7 +190,10 @@ async def serve(args: argparse.Namespace) -> int:
         raise StartupError(f"cannot lock {data / 'LOCK'}: {e.strerror or e}")
     try:
         async with contextlib.AsyncExitStack() as stack:
-            return await _serve_locked(args, data, symbols, tokens, stack)
+            sockets = bind(args.host, args.port)
+            for sock in sockets:
+                stack.callback(sock.close)
+            return await _serve_locked(args, data, symbols, tokens, sockets, stack)
     finally:
         os.close(lock)  # only after everything above is closed: no second server meanwhile
 
@@ -137,8 +219,13 @@ async def _open_store(path: Path) -> TradeStore:
             raise StartupError(f"cannot create the trade store {path}: {again}")
 
 
-async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str],
-                        tokens: dict[str, str] | None, stack: contextlib.AsyncExitStack) -> int:
+async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str], tokens: dict[str, str] | None,
+                        sockets: list[socket.socket], stack: contextlib.AsyncExitStack) -> int:
+    # A signal during start-up (the replay of a long log) stops the server before it listens.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
     store = await _open_store(data / TRADES_FILE)
     stack.push_async_callback(store.close)
     engine = Engine()
@@ -182,6 +269,11 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     # A cut tail is worth a warning even in --quiet; a clean replay is routine.
     log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)
     last_trade = engine.next_trade_id - 1
+    if recovery.records == 0 and stored > 0:
+        raise StartupError(
+            f"the log {wal_path} is missing or empty, but {data / TRADES_FILE} holds {stored_count} trades: "
+            f"refusing to start a new exchange over them. Restore the log, or move {TRADES_FILE} aside to "
+            "start afresh")
     if stored > last_trade:  # the log was cut or replaced: SQLite must not show trades it does not hold
         removed = await store.delete_after(last_trade)
         log.warning("removed %d trades from SQLite that the log does not hold (it ends at trade %d)",
@@ -220,6 +312,11 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     await sequencer.start()
     writer.start()
     stack.push_async_callback(stop_serving)
+    if not symbols and not engine.books:
+        raise StartupError("no symbols: name at least one with --symbols")
+    if stop.is_set():
+        log.warning("stopped during start-up, before listening")
+        return 0
     for symbol in symbols:
         if symbol not in engine.books:
             await sequencer.submit(AddSymbol(symbol))
@@ -231,22 +328,20 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     app = make_app(exchange)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, args.host, args.port, reuse_address=True, backlog=1024)
+    sites = [web.SockSite(runner, sock, backlog=1024) for sock in sockets]
     try:
-        await site.start()
+        for site in sites:
+            await site.start()
     except OSError as e:
         raise StartupError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
     port = runner.addresses[0][1] if runner.addresses else args.port
     print(f"tickflow listening on http://{args.host}:{port} (durability {sequencer.durability.value}, "
           f"data {data}, {recovery.records} records replayed)", flush=True)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down: finishing the batch in flight")
-    await site.stop()
+    for site in sites:
+        await site.stop()
     for sub in list(feed.subscribers):
         await sub.ws.close(code=1001, message=b"server shutting down")
     await stop_serving()

@@ -74,6 +74,6 @@ def _decode_each(path: str, offset: int, payloads: list[memoryview]) -> list[Rec
         try:
             records.append(decode_record(payload))
         except DecodeErrors as e:
-            raise CorruptLog(path, offset, f"not a record: {e}", CorruptLog.WHOLE) from None
+            raise CorruptLog(path, offset, f"not a record: {e}", CorruptLog.UNREADABLE) from None
         offset += HEADER_SIZE + len(payload)
     return records

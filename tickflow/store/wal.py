@@ -31,6 +31,8 @@ class CorruptLog(Exception):
 
     NOT_THE_TAIL = "followed by valid records, so it is no torn tail"
     WHOLE = "its checksum holds, so it is no torn write"
+    UNREADABLE = "its checksum holds, so it is no torn write (a log written by a newer tickflow?)"
+    FOREIGN = "no valid record comes before it and none starts there, so the file is no tickflow log"
 
     def __init__(self, path: str, offset: int, why: str, because: str = NOT_THE_TAIL) -> None:
         super().__init__(
@@ -140,6 +142,17 @@ def _valid_record_after(data: bytes, offset: int) -> bool:
     return False
 
 
+def _foreign(data: bytes) -> bool:
+    """A file whose first header is whole but could not be ours: not a torn first write.
+
+    A crash during the first batch leaves a short header, a short or unchecked payload, or zeros;
+    a first length over MAX_PAYLOAD is neither, and cutting would empty somebody else's file."""
+    if len(data) < HEADER_SIZE:
+        return False
+    length, _ = HEADER.unpack_from(data, 0)
+    return length > MAX_PAYLOAD
+
+
 class Wal:
     """An append-only log file. `open` reads it; iterate `replay()` before appending."""
 
@@ -206,6 +219,8 @@ class Wal:
             why = _check(data, offset) or "bad record"
             if _valid_record_after(data, offset):
                 raise CorruptLog(self.path, offset, why)
+            if offset == 0 and _foreign(data):
+                raise CorruptLog(self.path, 0, why, CorruptLog.FOREIGN)
             self.cut = Cut(offset, end_of_data - offset, why)
             break
         if batch:

@@ -118,6 +118,17 @@ def test_garbage_after_the_log_is_cut(log: tuple[str, list[int], bytes]) -> None
         check_recovers(path, N, Cut(len(data), length, ""))
 
 
+def test_a_valid_record_anywhere_in_garbage_after_a_bad_one_is_found(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    rng = random.Random(9)
+    hidden = data[offsets[3]:offsets[4]]  # a whole record, somewhere in 20 KB of random bytes
+    for at in (0, 1, 2, 3, 5_001, 20_000):
+        garbage = rng.randbytes(20_000)
+        Path(path).write_bytes(data[:offsets[-2]] + b"\xff" + garbage[:at] + hidden + garbage[at:])
+        with pytest.raises(CorruptLog, match=f"byte offset {offsets[-2]} "):
+            list(Wal.open(path).replay())
+
+
 def test_garbage_after_a_torn_record_is_cut(log: tuple[str, list[int], bytes]) -> None:
     path, offsets, data = log
     rng = random.Random(8)

@@ -20,6 +20,8 @@ HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 1 << 20
 """A length above this is not a record but garbage (no command encodes to a megabyte)."""
 _NONZERO = re.compile(rb"[^\x00]")
+_PLAUSIBLE_LENGTH = re.compile(rb"[\x00-\x10]\x00")
+"""Bytes 2 and 3 of a little-endian length up to MAX_PAYLOAD (0x100000)."""
 
 
 class LogError(Exception):
@@ -130,6 +132,13 @@ def _valid_record_after(data: bytes, offset: int) -> bool:
     start = offset + 1
     last = len(data) - HEADER_SIZE
     while start < last:
+        # Only where a length could be at most MAX_PAYLOAD: one position in thousands of random bytes.
+        plausible = _PLAUSIBLE_LENGTH.search(data, start + 2)
+        if plausible is None:
+            return False
+        start = plausible.start() - 2
+        if start >= last:
+            return False
         if data[start : start + 4] == b"\0\0\0\0":  # a zero length: skip the whole run of zeros
             found = _NONZERO.search(data, start)
             if found is None:

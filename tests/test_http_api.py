@@ -293,6 +293,26 @@ async def test_a_body_that_never_finishes_arriving_gets_a_408_and_the_connection
         server.kill()
 
 
+async def test_an_idle_connection_is_closed_after_the_idle_timeout_but_a_websocket_is_not(tmp_path: Any) -> None:
+    server = ServerProcess(tmp_path / "data", extra=["--idle-timeout", "0.5"]).start()
+    try:
+        async with aiohttp.ClientSession() as s, s.ws_connect(f"{server.ws_url}?token=alice") as ws:
+            silent_reader, silent = await asyncio.open_connection("127.0.0.1", server.port)  # never sends a byte
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")  # one request, then silence
+            assert await asyncio.wait_for(silent_reader.read(), 10) == b""  # read() returns: closed
+            answer = await asyncio.wait_for(reader.read(), 10)
+            assert answer.startswith(b"HTTP/1.1 200 "), answer
+            silent.close()
+            writer.close()
+            await asyncio.sleep(1.5)  # the WebSocket idles three timeouts long
+            await ws.send_json({"op": "subscribe", "symbols": ["ACME"]})
+            assert (await ws.receive_json(timeout=10))["type"] in ("auth", "snapshot")
+            assert not ws.closed
+    finally:
+        server.kill()
+
+
 async def test_a_wrong_method_says_which_are_allowed_and_an_unknown_route_is_404(server: ServerProcess) -> None:
     async with aiohttp.ClientSession() as s:
         async with s.put(f"{server.url}/orders/1", headers=auth("alice")) as r:

@@ -34,6 +34,8 @@ from tickflow.store.wal import CorruptLog, Wal
 log = logging.getLogger("tickflow")
 
 DEFAULT_SYMBOLS = "ACME,GLOBEX,INITECH"
+IDLE_TIMEOUT = 75.0
+"""Seconds an HTTP connection may sit idle (before its first request or between requests), as nginx."""
 WAL_FILE = "wal.log"
 TRADES_FILE = "trades.sqlite"
 
@@ -93,6 +95,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="messages a WebSocket subscriber may fall behind before it is resynced")
     p.add_argument("--body-timeout", type=_positive_seconds, default=BODY_TIMEOUT, metavar="SECONDS",
                    help="how long a request body may take to arrive once its headers have (408 after)")
+    p.add_argument("--idle-timeout", type=_positive_seconds, default=IDLE_TIMEOUT, metavar="SECONDS",
+                   help="close an HTTP connection that sends nothing for this long (WebSockets are exempt)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     args = p.parse_args(argv)
     if args.web is not None and not Path(args.web, "index.html").is_file():
@@ -326,7 +330,10 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     if args.web:
         exchange.web_dir = Path(args.web)
     app = make_app(exchange)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    # aiohttp's own default keeps an idle connection an hour: enough idle sockets would use up the
+    # process's file descriptors and lock everyone out.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
+                           keepalive_timeout=args.idle_timeout)
     await runner.setup()
     sites = [web.SockSite(runner, sock, backlog=1024) for sock in sockets]
     try:

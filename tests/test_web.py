@@ -92,7 +92,8 @@ def limit(symbol: str, side: str, price: int, qty: int, **extra: Any) -> dict[st
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("web") / "data", "ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE").start()
+    symbols = "ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE,DBL,COMMA,BIG,SWEEP,OUT,FAT,ARROW,FOCUS,CXL,ANSWER"
+    srv = Server(tmp_path_factory.mktemp("web") / "data", symbols).start()
     yield srv
     srv.stop()
 
@@ -123,7 +124,8 @@ class Pages:
         self.opened: list[tuple[Any, Page, list[str]]] = []
 
     def open(self, account: str | None = "alice", symbol: str = "ACME", width: int = 1440, height: int = 900,
-             server: Server | None = None) -> Page:
+             server: Server | None = None, ws_route: Any = None) -> Page:
+        """`ws_route`, when given, handles the page's WebSockets (Playwright's route_web_socket)."""
         context = self.browser.new_context(viewport={"width": width, "height": height})
         if account is not None:
             # What a returning user has in localStorage: set once per tab, so the page's own changes stick.
@@ -139,6 +141,8 @@ class Pages:
         sent: list[str] = []
         page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append(f if isinstance(f, str) else "")))
         page.frames_sent = sent  # type: ignore[attr-defined]
+        if ws_route is not None:
+            page.route_web_socket(re.compile(r"/ws$"), ws_route)
         page.goto((server or self.server).url + "/")
         wait_for_snapshot(page)
         self.opened.append((context, page, errors))
@@ -224,7 +228,7 @@ def test_the_page_shows_a_snapshot_of_the_book_with_depth(pages: Pages, server: 
                    ("POST", "/orders", "mm", limit("LOAD", "sell", 1003, 5))])
     page = pages.open("viewer", "LOAD")
     expect(page.locator("#conn")).to_have_attribute("data-state", "open")
-    expect(page.locator("#conn-text")).to_have_text("Live")
+    expect(page.locator("#conn-text")).to_have_text("Live as viewer")
     # Asks above the spread, worst first, so the best ask (1001) sits right above it; bids best first below.
     asks = page.locator("#asks tr[data-price]")
     bids = page.locator("#bids tr[data-price]")
@@ -417,7 +421,7 @@ def test_phone_width_and_the_account_is_remembered(pages: Pages) -> None:
     assert page.input_value("#account").startswith("guest-")
     page.fill("#account", "zoe")
     page.press("#account", "Enter")
-    expect(page.locator("#conn-text")).to_have_text("Live")
+    expect(page.locator("#conn-text")).to_have_text("Live as zoe")
     page.reload()
     wait_for_snapshot(page)
     expect(page.locator("#account")).to_have_value("zoe")
@@ -428,8 +432,8 @@ def test_phone_width_and_the_account_is_remembered(pages: Pages) -> None:
     place_from_ticket(page, "sell", 4242, 1)
     expect(size(page, "sell", 4242)).to_have_text("1")
     expect(page.locator("#orders tr")).to_contain_text("4242")
-    # A bad account name is refused on the page.
-    page.fill("#account", "no spaces please")
+    # An empty one is refused on the page.
+    page.fill("#account", "  ")
     page.press("#account", "Enter")
     expect(page.locator("#account")).to_have_attribute("aria-invalid", "true")
     assert page.evaluate("localStorage.getItem('tickflow.account')") == "zoe"
@@ -444,7 +448,7 @@ def test_with_server_tokens_an_unknown_token_is_refused_and_a_known_one_trades(
         call(srv, "POST", "/orders", "s3cret-a", limit("ACME", "sell", 120, 3))
         page = pages.open("mallory", "ACME", server=srv)
         expect(page.locator("#conn")).to_have_attribute("data-state", "refused")
-        expect(page.locator("#conn-text")).to_contain_text("Account mallory refused")
+        expect(page.locator("#conn-text")).to_contain_text("Token refused")
         expect(size(page, "sell", 120)).to_have_text("3")  # market data needs no account
         page.fill("#account", "s3cret-a")
         page.press("#account", "Enter")
@@ -471,6 +475,14 @@ def test_the_page_recovers_after_the_server_is_killed_and_restarted(
         expect(page.locator("#conn-text")).to_contain_text("Retrying in")
         expect(page.locator("#book-state")).to_have_text("Waiting for a snapshot…")
         expect(page.locator("#book")).to_have_class(re.compile(r"\bstale\b"))
+        # Every price on screen is old, not only the book's: the quote, the tape, the chart and the tab say so.
+        expect(page).to_have_title(re.compile(r"^Offline · ACME"))
+        expect(page.locator("body")).to_have_attribute("data-feed", "offline")
+        for selector in ("#quote-last", "#tape", "#chart", "#chart-summary"):
+            assert page.locator(selector).evaluate("e => Number(getComputedStyle(e).opacity)") < 1, selector
+        for selector in (".quote", "#tape-title", "#chart-title"):
+            marker = page.locator(selector).evaluate("e => getComputedStyle(e, '::after').content")
+            assert marker == '"offline"', selector
         # An order sent while the server is down is not lost in silence: the page says it was not confirmed.
         place_from_ticket(page, "buy", 9970, 1)
         expect(page.locator("#answer")).to_contain_text("cannot be reached; nothing was confirmed")
@@ -479,6 +491,9 @@ def test_the_page_recovers_after_the_server_is_killed_and_restarted(
             side: "buy", type: "limit", price: 9960, qty: 2, clientOrderId: "queued-1"}); }""")
         srv.start()
         expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
+        expect(page).to_have_title(re.compile(r"^ACME "))
+        expect(page.locator("body")).to_have_attribute("data-feed", "live")
+        assert page.locator("#tape").evaluate("e => getComputedStyle(e).opacity") == "1"
         queued = page.evaluate("window.queued")
         assert (queued["status"], queued["body"]["status"], queued["body"]["clientOrderId"]) == (200, "new", "queued-1")
         expect(size(page, "buy", 9960)).to_have_text("2")
@@ -511,3 +526,366 @@ def seed_market(srv: Server) -> None:
     calls(srv, orders)
     for i, (side, qty) in enumerate([("buy", 8), ("sell", 5), ("buy", 3), ("buy", 12), ("sell", 7)]):
         call(srv, "POST", "/orders", f"t{i}", {"symbol": "ACME", "side": side, "type": "market", "qty": qty})
+
+
+def open_orders(server: Server, token: str, symbol: str) -> list[dict[str, Any]]:
+    return [o for o in call(server, "GET", "/orders?status=open", token)[1]["orders"] if o["symbol"] == symbol]
+
+
+# ------------------------------------------------------------------ order entry: what a trader can get wrong
+
+
+def test_a_double_click_on_buy_places_one_order_and_a_deliberate_repeat_another(pages: Pages, server: Server) -> None:
+    page = pages.open("dora", "DBL")
+    page.fill("#t-price", "500")
+    page.fill("#t-qty", "3")
+    # Two clicks 150 ms apart, the first answered in between: a double click on a quick server.
+    page.evaluate("""() => new Promise(resolve => {
+        const button = document.getElementById('t-submit'), answer = document.getElementById('answer');
+        new MutationObserver((_, watch) => {
+            if (!answer.textContent.startsWith('✓')) return;
+            watch.disconnect();
+            setTimeout(() => { button.click(); resolve(); }, 150);
+        }).observe(answer, {childList: true, characterData: true, subtree: true});
+        button.click();
+    })""")
+    expect(page.locator("#answer")).to_contain_text("Not placed again (the same order within 1 s)")
+    expect(page.locator("#answer")).to_contain_text("buy 3 DBL @ 500, open")
+    sent = sent_ops(page, "order")
+    assert len(sent) == 2 and sent[0]["clientOrderId"] == sent[1]["clientOrderId"]
+    assert len(open_orders(server, "dora", "DBL")) == 1
+    expect(size(page, "buy", 500)).to_have_text("3")
+    expect(page.locator("#orders tr")).to_have_count(1)
+
+    # The same order sent deliberately a moment later is a second order.
+    page.wait_for_timeout(1100)
+    page.click("#t-submit")
+    expect(page.locator("#orders tr")).to_have_count(2)
+    expect(size(page, "buy", 500)).to_have_text("6")
+    expect(page.locator("#answer")).not_to_contain_text("Not placed again")
+    # So is a changed ticket, at once.
+    page.fill("#t-qty", "4")
+    page.click("#t-submit")
+    expect(size(page, "buy", 500)).to_have_text("10")
+    assert len(open_orders(server, "dora", "DBL")) == 3
+    assert len({m["clientOrderId"] for m in sent_ops(page, "order")}) == 3
+
+
+def test_commas_are_read_only_as_thousands_separators(pages: Pages) -> None:
+    page = pages.open("erin", "COMMA")
+    page.fill("#t-qty", "1")
+    for text in ("10,5", "1,0", "1,0000", ",100", "100,", "1_000", "1.000", "10,000,00"):
+        page.fill("#t-price", text)
+        page.click("#t-submit")
+        expect(page.locator("#t-price-err")).to_contain_text("price must be a whole number of ticks")
+        expect(page.locator("#t-price")).to_have_attribute("aria-invalid", "true")
+    page.fill("#t-price", "10,5")
+    page.click("#t-submit")
+    expect(page.locator("#t-price-err")).to_contain_text('"10,5" is not one (a comma only separates thousands')
+    page.fill("#t-price", "100")
+    page.fill("#t-qty", "2,5")
+    page.click("#t-submit")
+    expect(page.locator("#t-qty-err")).to_contain_text("quantity must be a whole number")
+    assert sent_ops(page, "order") == []
+
+    # Well-formed groups are the number they show.
+    page.fill("#t-price", "10,000")
+    page.fill("#t-qty", "1,500")
+    expect(page.locator("#t-submit")).to_have_text("Buy 1,500 COMMA @ 10000")
+    page.click("#t-submit")
+    expect(page.locator("#answer")).to_contain_text("buy 1,500 COMMA @ 10000, open")
+    (sent,) = sent_ops(page, "order")
+    assert (sent["price"], sent["qty"]) == (10000, 1500)
+
+
+OVERFLOWING = """() => {
+    // Visible cells of the book, the tape and my orders whose text is cut, tables wider than their panel,
+    // and whether each Cancel button is in view.
+    const cut = [];
+    for (const cell of document.querySelectorAll('.book th, .book td, .tape th, .tape td, .orders th, .orders td')) {
+        if (cell.getClientRects().length === 0) continue;
+        if (cell.scrollWidth > cell.clientWidth + 1) cut.push(cell.textContent.trim());
+    }
+    const wide = [];
+    for (const table of document.querySelectorAll('.book, .tape, .orders')) {
+        const box = table.closest('.panel');
+        if (table.getBoundingClientRect().right > box.getBoundingClientRect().right
+            - parseFloat(getComputedStyle(box).paddingRight) - parseFloat(getComputedStyle(box).borderRightWidth) + 0.5) {
+            wide.push(table.className);
+        }
+    }
+    const panel = document.querySelector('.orders-panel').getBoundingClientRect();
+    const buttons = [...document.querySelectorAll('#orders button.cancel')].map(b => b.getBoundingClientRect());
+    return {cut, wide,
+            cancelInView: buttons.length === 2 && buttons.every(b => b.width > 30 && b.left >= panel.left
+                && b.right <= panel.right && b.right <= window.innerWidth),
+            pageFits: document.documentElement.scrollWidth <= window.innerWidth};
+}"""
+
+
+def test_the_largest_prices_and_quantities_fit_their_columns(pages: Pages, server: Server, artifacts: Path) -> None:
+    big = 999_999_000
+    orders = []
+    for i in range(12):
+        orders.append(("POST", "/orders", "whale", limit("BIG", "sell", 1_000_000_000 - i, 999_999_999 - i)))
+        orders.append(("POST", "/orders", "whale", limit("BIG", "buy", big - 10 - i, 987_654_321 + i)))
+    calls(server, orders)
+    for _ in range(3):
+        call(server, "POST", "/orders", "taker", {"symbol": "BIG", "side": "buy", "type": "market", "qty": 123_456_789})
+    # Mine: the largest price and quantity the server takes, one of them partly filled.
+    call(server, "POST", "/orders", "ivan", limit("BIG", "sell", 1_000_000_000, 1_000_000_000))
+    call(server, "POST", "/orders", "ivan", limit("BIG", "buy", big, 1_000_000_000))
+    call(server, "POST", "/orders", "whale", limit("BIG", "sell", big, 999_999_998))
+    page = pages.open("ivan", "BIG", width=1280, height=800)
+    expect(page.locator("#orders tr")).to_have_count(2)
+    for width, height in ((1280, 800), (1920, 1080), (400, 800)):
+        page.set_viewport_size({"width": width, "height": height})
+        try:
+            page.wait_for_function(f"""() => {{ const r = ({OVERFLOWING})();
+                return r.cut.length === 0 && r.wide.length === 0 && r.cancelInView && r.pageFits; }}""", timeout=5_000)
+        except Exception:
+            raise AssertionError(f"at {width}x{height}: {page.evaluate(OVERFLOWING)}") from None
+        page.screenshot(path=str(artifacts / f"screenshot-big-{width}.png"), full_page=True)
+        # Prices in full, always; sizes and totals as wide as their column lets them be.
+        expect(page.locator("#asks tr[data-price='1000000000'] button")).to_have_text("1000000000")
+        expect(page.locator("#orders tr", has_text="1000000000")).to_have_count(1)
+        expect(page.locator("#orders tr", has_text="999999000")).to_have_count(1)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    expect(level(page, "sell", 999_999_999).locator("td").nth(1)).to_have_text("1.000B")
+    expect(level(page, "sell", 999_999_999)).to_have_attribute("title", re.compile(r"^999,999,998 in 1 order,"))
+    expect(page.locator("#tape tr").nth(1).locator("td").nth(2)).to_have_text("123.457M")
+
+
+def test_a_sweep_answer_is_summarised_and_stays_in_its_box(pages: Pages, server: Server) -> None:
+    calls(server, [("POST", "/orders", "mm", limit("SWEEP", "sell", 100 + i, 2)) for i in range(30)])
+    page = pages.open("fay", "SWEEP", width=1280, height=800)
+    expect(level(page, "sell", 100)).to_have_count(1)
+    place_from_ticket(page, "buy", 129, 60, tif="ioc")
+    answer = page.locator("#answer")
+    expect(answer).to_contain_text("buy 60 SWEEP @ 129: filled 60 at 30 prices (100 to 129), avg 114.5, filled")
+    expect(answer).not_to_contain_text("@ 101")
+    expect(page.locator("#activity")).to_contain_text("filled 60 at 30 prices")
+    # The answer never draws over the Activity list below it.
+    bottom, activity_top = answer.evaluate("""e => [
+        e.getBoundingClientRect().top + (getComputedStyle(e).overflowY === 'visible' ? e.scrollHeight : e.clientHeight),
+        document.querySelector('.ticket-panel h3').getBoundingClientRect().top]""")
+    assert bottom <= activity_top
+    # A few prices are listed, each once with what was filled there.
+    calls(server, [("POST", "/orders", "mm", limit("SWEEP", "sell", 200, 5)),
+                   ("POST", "/orders", "mm", limit("SWEEP", "sell", 200, 5)),
+                   ("POST", "/orders", "mm", limit("SWEEP", "sell", 201, 5))])
+    expect(size(page, "sell", 201)).to_have_text("5")
+    place_from_ticket(page, "buy", 201, 15, tif="ioc")
+    expect(answer).to_contain_text("filled 10 @ 200, 5 @ 201, filled")
+
+
+def test_a_market_order_larger_than_the_book_shown_is_confirmed_first(pages: Pages, server: Server) -> None:
+    calls(server, [("POST", "/orders", "mm", limit("FAT", "sell", 200, 10)),
+                   ("POST", "/orders", "mm", limit("FAT", "sell", 201, 20))])
+    page = pages.open("gus", "FAT")
+    expect(size(page, "sell", 201)).to_have_text("20")
+    page.select_option("#t-type", "market")
+    page.fill("#t-qty", "100000000")
+    page.click("#t-submit")
+    confirm = page.locator("#t-confirm")
+    expect(confirm).to_be_visible()
+    expect(confirm).to_contain_text("Market buy 100,000,000 FAT would sweep the whole ask side: 2 asks, 30 in all, "
+                                    "as far as 201; the other 99,999,970 would be cancelled.")
+    expect(page.locator("#t-confirm-back")).to_be_focused()  # Enter again does not send it
+    page.keyboard.press("Enter")
+    expect(confirm).to_be_hidden()
+    expect(page.locator("#t-submit")).to_be_focused()
+    assert sent_ops(page, "order") == []
+    # Changing the ticket drops the question; asking again and confirming sends it.
+    page.click("#t-submit")
+    expect(confirm).to_be_visible()
+    page.fill("#t-qty", "50")
+    expect(confirm).to_be_hidden()
+    page.click("#t-submit")
+    expect(confirm).to_contain_text("Market buy 50 FAT would sweep the whole ask side")
+    page.click("#t-confirm-send")
+    expect(page.locator("#answer")).to_contain_text("buy 50 FAT at market: filled 10 @ 200, 20 @ 201, cancelled, no liquidity")
+    assert len(sent_ops(page, "order")) == 1
+    # A market order the book shown can fill goes at one click.
+    call(server, "POST", "/orders", "mm", limit("FAT", "sell", 300, 5))
+    expect(size(page, "sell", 300)).to_have_text("5")
+    page.fill("#t-qty", "2")
+    page.click("#t-submit")
+    expect(page.locator("#answer")).to_contain_text("buy 2 FAT at market: filled 2 @ 300, filled")
+    expect(confirm).to_be_hidden()
+
+
+def test_switching_symbol_clears_the_price(pages: Pages, server: Server) -> None:
+    page = pages.open("hal", "GLOBEX")
+    page.fill("#t-price", "777")
+    expect(page.locator("#t-submit")).to_have_text("Buy 10 GLOBEX @ 777")
+    page.select_option("#t-symbol", "ACME")
+    expect(page.locator("#t-price")).to_have_value("")
+    expect(page.locator("#t-submit")).to_have_text("Buy 10 ACME")
+    expect(page.locator("#book-symbol")).to_have_text("ACME")
+
+
+def test_arrow_keys_in_an_empty_price_start_at_the_price_the_order_would_meet(pages: Pages, server: Server) -> None:
+    calls(server, [("POST", "/orders", "mm", limit("ARROW", "sell", 5005, 1)),
+                   ("POST", "/orders", "mm", limit("ARROW", "buy", 4990, 1))])
+    page = pages.open("ida", "ARROW")
+    expect(size(page, "buy", 4990)).to_have_text("1")
+    page.click("label[for=t-buy]")
+    page.focus("#t-price")
+    page.keyboard.press("ArrowUp")
+    expect(page.locator("#t-price")).to_have_value("5005")  # a buy starts at the best ask
+    page.keyboard.press("ArrowUp")
+    expect(page.locator("#t-price")).to_have_value("5006")
+    page.fill("#t-price", "")
+    page.click("label[for=t-sell]")
+    page.focus("#t-price")
+    page.keyboard.press("ArrowDown")
+    expect(page.locator("#t-price")).to_have_value("4990")  # a sell at the best bid
+
+
+def test_a_new_submit_clears_the_last_answer(pages: Pages) -> None:
+    page = pages.open("jay", "ANSWER")
+    place_from_ticket(page, "buy", 50, 1)
+    expect(page.locator("#answer")).to_contain_text("buy 1 ANSWER @ 50, open")
+    place_from_ticket(page, "buy", "5o", 1)
+    expect(page.locator("#t-price-err")).to_contain_text("price must be a whole number")
+    expect(page.locator("#answer")).to_have_text("")
+
+
+def test_a_double_click_on_cancel_sends_one_cancel(pages: Pages, server: Server) -> None:
+    page = pages.open("kim", "CXL")
+    place_from_ticket(page, "sell", 900, 2)
+    expect(page.locator("#orders tr")).to_have_count(1)
+    page.locator("#orders button.cancel").dblclick()
+    expect(page.locator("#orders tr")).to_have_count(0)
+    expect(page.locator("#activity")).to_contain_text("Cancelled #")
+    assert len(sent_ops(page, "cancel")) == 1
+    expect(page.locator("#activity")).not_to_contain_text("refused")
+
+
+def test_enter_on_the_buy_button_keeps_the_focus_in_the_ticket(pages: Pages) -> None:
+    page = pages.open("lou", "FOCUS")
+    page.fill("#t-price", "70")
+    page.fill("#t-qty", "1")
+    page.focus("#t-submit")
+    page.keyboard.press("Enter")
+    expect(page.locator("#answer")).to_contain_text("buy 1 FOCUS @ 70, open")
+    expect(page.locator("#t-submit")).to_be_focused()
+    # So the next order is one key away.
+    page.keyboard.press("Shift+Tab")
+    expect(page.locator("#t-postonly")).to_be_focused()
+
+
+def test_after_an_outage_the_tape_has_every_trade(pages: Pages, server: Server) -> None:
+    call(server, "POST", "/orders", "mm", limit("OUT", "sell", 100, 1000))
+    outage = {"on": False, "routes": []}
+
+    def route(ws: Any) -> None:
+        if outage["on"]:
+            ws.close(reason="test outage")
+            return
+        ws.connect_to_server()
+        outage["routes"].append(ws)
+
+    page = pages.open("max", "OUT", ws_route=route)
+    taker = {"symbol": "OUT", "side": "buy", "type": "market", "qty": 1}
+    for _ in range(3):
+        call(server, "POST", "/orders", "taker", taker)
+    expect(page.locator("#tape tr")).to_have_count(3)
+    # The page's connection is cut while 120 trades are made, far more than a snapshot carries (50).
+    outage["on"] = True
+    for ws in outage["routes"]:
+        ws.close(reason="test outage")
+    expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+    assert all(status == 200 for status, _ in calls(server, [("POST", "/orders", "taker", taker)] * 120))
+    trades = call(server, "GET", "/trades?symbol=OUT&limit=1000")[1]
+    assert len(trades) == 123
+    newest = sorted((t["tradeId"] for t in trades), reverse=True)[:60]
+    outage["on"] = False
+    expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
+    # The tape is whole: the newest 60 trades, none missing between the snapshot's and the ones before.
+    page.wait_for_function("""ids => JSON.stringify([...document.querySelectorAll('#tape tr[data-trade-id]')]
+        .map(r => Number(r.dataset.tradeId))) === JSON.stringify(ids)""", arg=newest, timeout=10_000)
+    expect(page.locator("#tape tr.tape-hole")).to_have_count(0)
+    errors = page.console_errors  # type: ignore[attr-defined]
+    errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+
+
+# ------------------------------------------------------------------ tokens and reconnects
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("tokens")
+    (root / "tokens.json").write_text(json.dumps({
+        "tok+/=": "bob", "a" * 80: "carl-" + "x" * 59, "clé-ü€ 1": "dora", "s3cret-a": "alice", "mm-token": "mm",
+    }))
+    srv = Server(root / "data", "ACME", ["--tokens", str(root / "tokens.json")]).start()
+    yield srv
+    srv.stop()
+
+
+def test_any_token_the_server_knows_works_and_is_never_shown(pages: Pages, token_server: Server) -> None:
+    page = pages.open("tok+/=", "ACME", width=400, height=800, server=token_server)
+    expect(page.locator("#conn-text")).to_have_text("Live as bob")
+    expect(page.locator("#account")).to_have_attribute("type", "password")
+    place_from_ticket(page, "buy", 42, 1)
+    expect(page.locator("#orders tr")).to_contain_text("42")
+    for token, account in (("a" * 80, "carl-" + "x" * 59), ("clé-ü€ 1", "dora")):
+        page.fill("#account", token)
+        page.press("#account", "Enter")
+        expect(page.locator("#conn-text")).to_have_text(f"Live as {account}")
+        place_from_ticket(page, "sell", 4200, 1)
+        expect(page.locator("#orders tr")).to_contain_text("4200")  # my orders, read over HTTP with the token
+        text = page.locator("body").inner_text()
+        assert "tok+/=" not in text and "a" * 80 not in text and "clé" not in text
+        # The long account name wraps in the header rather than widen the page.
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.reload()
+    wait_for_snapshot(page)
+    expect(page.locator("#conn-text")).to_have_text("Live as dora")
+    expect(page.locator("#orders tr")).to_contain_text("4200")
+
+
+def test_a_refused_token_sends_nothing_and_a_good_one_clears_the_ticket(pages: Pages, token_server: Server) -> None:
+    page = pages.open("mallory", "ACME", server=token_server)
+    expect(page.locator("#conn")).to_have_attribute("data-state", "refused")
+    assert "mallory" not in page.locator("body").inner_text()
+    place_from_ticket(page, "buy", 43, 1)
+    expect(page.locator("#t-form-err")).to_have_text(
+        "The server refused your token, so nothing was sent: enter a valid one under Token at the top.")
+    assert sent_ops(page, "order") == []
+    assert "authenticate" not in page.locator("body").inner_text()
+    page.fill("#account", "s3cret-a")
+    page.press("#account", "Enter")
+    expect(page.locator("#conn-text")).to_have_text("Live as alice")
+    expect(page.locator("#t-form-err")).to_have_text("")
+    expect(page.locator("#answer")).to_have_text("")
+    page.click("#t-submit")
+    expect(page.locator("#answer")).to_contain_text("buy 1 ACME @ 43, open")
+
+
+def test_symbols_are_read_again_after_a_reconnect(pages: Pages, tmp_path: Path) -> None:
+    old = Server(tmp_path / "old", "ACME,OLD").start()
+    # Another server on the same port: a symbol went away (a server keeps those of its data), one came.
+    srv = Server(tmp_path / "new", "ACME,NEW")
+    srv.port = old.port
+    try:
+        page = pages.open("ned", "OLD", server=old)
+        page.fill("#t-price", "99")
+        old.kill()
+        expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+        srv.start()
+        call(srv, "POST", "/orders", "mm", limit("ACME", "buy", 321, 4))
+        expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
+        expect(page.locator("#activity")).to_contain_text("OLD is no longer traded on this server: switched to ACME")
+        expect(page.locator("#t-symbol option")).to_have_text(["ACME", "NEW"])
+        expect(page.locator("#book-symbol")).to_have_text("ACME")
+        expect(size(page, "buy", 321)).to_have_text("4")
+        expect(page.locator("#t-price")).to_have_value("")
+        expect(page.locator("#activity")).not_to_contain_text("Server:")
+        errors = page.console_errors  # type: ignore[attr-defined]
+        errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+    finally:
+        old.stop()
+        srv.stop()

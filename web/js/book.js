@@ -1,6 +1,6 @@
 // The order book: its state as the feed describes it, and the table that shows it.
 
-import { el, fmtPrice, fmtQty } from "./format.js";
+import { el, fitQty, fmtPrice, fmtQty } from "./format.js";
 
 /**
  * One symbol's book, kept from a snapshot and the updates after it.
@@ -51,6 +51,30 @@ export class BookState {
     for (const p of this.asks.keys()) if (best === null || p < best) best = p;
     return best;
   }
+
+  /**
+   * What a market order of `qty` on `side` would meet on the other side: {shown: {levels, qty, last}} for
+   * the `depth` levels on screen, {all: {levels, qty, last}} for the whole side, and `reach`, the last
+   * price it would trade at (null when the side holds less than qty).
+   */
+  sweep(side, qty, depth) {
+    const other = side === "buy"
+      ? [...this.asks].sort((a, b) => a[0] - b[0])
+      : [...this.bids].sort((a, b) => b[0] - a[0]);
+    const sum = (levels) => ({
+      levels: levels.length,
+      qty: levels.reduce((total, [, [q]]) => total + q, 0),
+      last: levels.length ? levels.at(-1)[0] : null,
+    });
+    let left = qty;
+    let reach = null;
+    for (const [price, [q]] of other) {
+      reach = price;
+      left -= q;
+      if (left <= 0) break;
+    }
+    return { shown: sum(other.slice(0, depth)), all: sum(other), reach: left <= 0 ? reach : null };
+  }
 }
 
 function setLevels(side, levels) {
@@ -73,9 +97,10 @@ function withTotals(levels) {
  * survives every redraw. Asks are listed worst to best down to the spread, bids best to worst below it.
  */
 export class BookView {
-  constructor({ asks, bids, spread, depth, onPick }) {
+  constructor({ asks, bids, spread, depth, onPick, columns }) {
     this.depth = depth;
     this.spread = spread;
+    this.columns = columns; // ColumnChars: how many characters the size and total columns hold
     this.askRows = makeRows(asks, depth, "sell", onPick);
     this.bidRows = makeRows(bids, depth, "buy", onPick);
   }
@@ -83,12 +108,13 @@ export class BookView {
   render(book, mine) {
     const { bids, asks } = book.levels(this.depth);
     const maxTotal = Math.max(1, bids.length ? bids.at(-1).total : 0, asks.length ? asks.at(-1).total : 0);
+    const fit = { size: this.columns.get(1, 11), total: this.columns.get(2, 14) };
     // Asks: the best ask sits in the last row, next to the spread.
     for (let i = 0; i < this.depth; i++) {
       const level = asks[this.depth - 1 - i];
-      fillRow(this.askRows[i], level, maxTotal, mine.sell);
+      fillRow(this.askRows[i], level, maxTotal, mine.sell, fit);
     }
-    for (let i = 0; i < this.depth; i++) fillRow(this.bidRows[i], bids[i], maxTotal, mine.buy);
+    for (let i = 0; i < this.depth; i++) fillRow(this.bidRows[i], bids[i], maxTotal, mine.buy, fit);
     const bid = book.bestBid();
     const ask = book.bestAsk();
     if (bid !== null && ask !== null) {
@@ -127,7 +153,7 @@ function makeRows(tbody, depth, side, onPick) {
   return rows;
 }
 
-function fillRow(row, level, maxTotal, minePrices) {
+function fillRow(row, level, maxTotal, minePrices, fit) {
   if (!level) {
     if (row.tr.dataset.price === undefined) return;
     delete row.tr.dataset.price;
@@ -155,8 +181,9 @@ function fillRow(row, level, maxTotal, minePrices) {
   );
   row.mark.textContent = own ? "◆" : "";
   row.mark.title = own ? "Your order rests here" : "";
-  row.qty.textContent = fmtQty(level.qty);
-  row.total.textContent = fmtQty(level.total);
-  row.tr.title = `${level.orders} order${level.orders === 1 ? "" : "s"}`;
+  // Prices always in full; a size or total too wide for its column in K/M/B, in full in the row's tooltip.
+  row.qty.textContent = fitQty(level.qty, fit.size);
+  row.total.textContent = fitQty(level.total, fit.total);
+  row.tr.title = `${fmtQty(level.qty)} in ${level.orders} order${level.orders === 1 ? "" : "s"}, ${fmtQty(level.total)} in all to here`;
   row.tr.style.setProperty("--depth", `${((level.total / maxTotal) * 100).toFixed(1)}%`);
 }

@@ -147,6 +147,11 @@ export class Connection extends EventTarget {
     if (this.symbols.delete(symbol)) this.send({ op: "unsubscribe", symbols: [symbol] });
   }
 
+  /** Stop subscribing to a symbol on reconnects without telling the server (it no longer lists it). */
+  forget(symbol) {
+    this.symbols.delete(symbol);
+  }
+
   /**
    * Send an order-entry call ({op: "order" | "cancel" | "amend", ...}) and resolve with the server's
    * {status, body}. Sent now if connected, else on the next connect; resent after a reconnect until answered.

@@ -5,22 +5,26 @@
 
 import { BookState, BookView } from "./book.js";
 import { PriceChart } from "./chart.js";
+import { ColumnChars } from "./columns.js";
 import { Connection } from "./connection.js";
-import { describeResult, el, fmtPrice } from "./format.js";
+import { describeResult, el, fmtPrice, fmtQty } from "./format.js";
 import { frameStats, invalidate, onFrame } from "./frame.js";
 import { http } from "./http.js";
 import { MyOrders } from "./orders.js";
 import * as prefs from "./prefs.js";
-import { Tape } from "./tape.js";
+import { KEEP as TAPE_KEEP, Tape } from "./tape.js";
 import { Ticket } from "./ticket.js";
 
 const DEPTH = 12;
 const ACTIVITY_KEEP = 8;
-const ACCOUNT_RE = /^[A-Za-z0-9._:@-]{1,64}$/;
+const REPEAT_MS = 1000; // the same order again this soon after the last answer is taken for a double click
+const TRADES_PAGE = 1000; // the most GET /trades answers at once (docs/protocol.md)
+const TRADES_PAGES = 20; // pages read to fill the tape after an outage; past that it says trades are missing
 const $ = (id) => document.getElementById(id);
 
 const page = {
-  account: "",
+  account: "", // the token: in open demo mode, the account name itself
+  refused: false, // the server refused the token: order entry is not even tried
   symbols: [],
   symbol: null,
   book: new BookState(""),
@@ -28,11 +32,15 @@ const page = {
   ordersLoading: null, // updates that arrived while GET /orders was in flight
   session: Math.random().toString(36).slice(2, 8),
   sent: 0,
+  lastOrder: null, // {key, clientOrderId, answeredAt, unconfirmed}: the last order sent, for repeats
+  tapeFill: null, // the trade backfill in flight after a reconnect
   stats: { snapshots: 0, updates: 0, gaps: 0 },
 };
 
 // ------------------------------------------------------------------ panels
 
+// Sizes and totals are written to fit their columns (K/M/B when too wide); the columns are measured again
+// whenever a panel is resized, and the panel redrawn.
 const bookView = new BookView({
   asks: $("asks"),
   bids: $("bids"),
@@ -41,11 +49,26 @@ const bookView = new BookView({
   onPick: (price) => {
     ticket.setPrice(price);
   },
+  columns: new ColumnChars($("book"), () => invalidate("book")),
 });
-const tape = new Tape($("tape"));
+const tape = new Tape($("tape"), new ColumnChars($("tape-table"), () => {
+  tape.touch();
+  invalidate("tape");
+}));
 const chart = new PriceChart($("chart"), $("chart-summary"));
-const orders = new MyOrders({ tbody: $("orders"), empty: $("orders-empty"), onCancel: cancelOrder });
-const ticket = new Ticket($("ticket"), { onSubmit: placeOrder, onSymbol: selectSymbol });
+const orders = new MyOrders({
+  tbody: $("orders"),
+  empty: $("orders-empty"),
+  onCancel: cancelOrder,
+  columns: new ColumnChars($("orders-table"), () => invalidate("orders")),
+});
+const ticket = new Ticket($("ticket"), {
+  answer: $("answer"),
+  onSubmit: placeOrder,
+  onSymbol: selectSymbol,
+  precheck: checkOrder,
+  referencePrice,
+});
 
 onFrame("book", () => {
   bookView.render(page.book, orders.prices(page.symbol));
@@ -61,14 +84,18 @@ onFrame("tape", () => {
 onFrame("chart", () => chart.render());
 onFrame("orders", () => orders.render());
 
+/** The header quote and the tab title; while the connection is down both say the prices are old. */
 function renderQuote() {
   const last = tape.last();
+  const down = conn.state === "offline" || (conn.state === "connecting" && conn.stats.opened > 0);
+  document.body.dataset.feed = down ? "offline" : "live";
   $("quote-symbol").textContent = page.symbol || "—";
   $("quote-last").textContent = last ? `${last.aggressor === "buy" ? "▲" : "▼"} ${fmtPrice(last.price)}` : "—";
   $("quote-last").className = last ? last.aggressor : "";
   $("quote-bid").textContent = fmtPrice(page.book.bestBid());
   $("quote-ask").textContent = fmtPrice(page.book.bestAsk());
-  document.title = page.symbol ? `${page.symbol} ${last ? fmtPrice(last.price) : ""} · tickflow` : "tickflow";
+  const title = page.symbol ? `${page.symbol} ${last ? fmtPrice(last.price) : ""} · tickflow` : "tickflow";
+  document.title = down ? `Offline · ${title}` : title;
 }
 
 function say(text, kind = "") {
@@ -76,12 +103,6 @@ function say(text, kind = "") {
   const item = el("li", kind, text);
   list.prepend(item);
   while (list.children.length > ACTIVITY_KEEP) list.lastElementChild.remove();
-}
-
-function answer(text, kind) {
-  const box = $("answer");
-  box.className = `answer ${kind}`;
-  box.textContent = text;
 }
 
 // ------------------------------------------------------------------ the connection
@@ -94,26 +115,36 @@ conn.addEventListener("state", (ev) => {
   $("conn").dataset.state = state;
   $("conn-text").textContent = text;
   if (state === "open") {
-    if (!page.symbols.length) loadSymbols();
+    loadSymbols(); // symbols may have come or gone while the server was away
   } else if (state === "offline" && page.book.seq !== null) {
     page.book.seq = null; // whatever we hold may be stale; the next snapshot replaces it
-    invalidate("book");
   }
+  invalidate("book");
 });
 
 conn.addEventListener("auth", (ev) => {
-  // With `serve --tokens` the field holds a token and the server names the account behind it.
-  const account = ev.detail.account;
-  $("conn-text").textContent = account && account !== page.account ? `Live as ${account}` : "Live";
+  // The token is never shown: only the account the server names (in demo mode the same text).
+  page.refused = false;
+  $("conn-text").textContent = `Live as ${ev.detail.account}`;
   loadOrders();
 });
+
+function showRefused(why) {
+  page.refused = true;
+  $("conn").dataset.state = "refused";
+  $("conn-text").textContent = `Token refused (${why}): market data only`;
+}
 
 conn.addEventListener("snapshot", (ev) => {
   const msg = ev.detail;
   if (msg.symbol !== page.symbol) return;
   page.stats.snapshots += 1;
   page.book.snapshot(msg);
-  tape.add(msg.trades || []);
+  const held = tape.last();
+  const trades = msg.trades || [];
+  tape.add(trades);
+  // The snapshot holds only the latest trades: after an outage, read the ones between from the store.
+  if (held && !trades.some((t) => t.tradeId <= held.tradeId)) fillTape(msg.symbol, held.tradeId, trades);
   invalidate("book");
   invalidate("tape");
   reloadChart();
@@ -157,11 +188,17 @@ conn.addEventListener("order", (ev) => {
 });
 
 conn.addEventListener("servererror", (ev) => {
+  const { op, field } = ev.detail;
   const why = ev.detail.error || ev.detail.reason || "error";
-  if (ev.detail.op === "auth") {
-    // Market data still flows; order entry and my orders need an account the server knows.
-    $("conn").dataset.state = "refused";
-    $("conn-text").textContent = `Account ${page.account} refused: ${why}`;
+  if (op === "auth") {
+    // Market data still flows; order entry and my orders need a token the server knows.
+    showRefused(why);
+    say("The server refused the token: market data only. Orders need a valid token (top right).", "bad");
+    return;
+  }
+  if ((op === "subscribe" || op === "unsubscribe") && field === "symbols") {
+    loadSymbols(); // a symbol went away while we were disconnected: switch, and say so
+    return;
   }
   say(`Server: ${why}`, "bad");
 });
@@ -177,10 +214,56 @@ async function loadSymbols() {
   }
   if (res.status !== 200 || !res.body || !Array.isArray(res.body.symbols)) return;
   page.symbols = res.body.symbols.map((s) => s.symbol);
-  const saved = prefs.load("symbol", "");
-  const symbol = page.symbols.includes(saved) ? saved : page.symbols[0];
+  let symbol = page.symbol;
+  if (symbol === null || !page.symbols.includes(symbol)) {
+    const saved = prefs.load("symbol", "");
+    const next = page.symbols.includes(saved) ? saved : page.symbols[0];
+    if (symbol !== null) {
+      say(next ? `${symbol} is no longer traded on this server: switched to ${next}` : `${symbol} is no longer traded on this server`, "warn");
+    }
+    symbol = next;
+  }
   ticket.setSymbols(page.symbols, symbol);
   if (symbol) selectSymbol(symbol);
+}
+
+/**
+ * Fill the tape's hole after an outage: trades of `symbol` after `after` (the last one held) up to the
+ * snapshot's oldest, read from GET /trades page by page. Until then, and if that cannot be done, a row
+ * in the tape says trades are missing there.
+ */
+async function fillTape(symbol, after, snapshotTrades) {
+  const until = snapshotTrades.length ? Math.min(...snapshotTrades.map((t) => t.tradeId)) : Infinity;
+  const below = until === Infinity ? after + 1 : until;
+  const job = {};
+  page.tapeFill = job;
+  tape.markHole(below, "Loading the trades made while offline…");
+  let kept = [];
+  let cursor = after;
+  let why = `more than ${fmtQty(TRADES_PAGE * TRADES_PAGES)} trades were made while offline; older ones not shown`;
+  for (let n = 0; n < TRADES_PAGES; n++) {
+    let res;
+    try {
+      res = await http("GET", `/trades?symbol=${encodeURIComponent(symbol)}&after=${cursor}&limit=${TRADES_PAGE}`);
+    } catch {
+      res = { status: 0 };
+    }
+    if (page.tapeFill !== job) return; // another symbol, or a newer fill
+    if (res.status !== 200 || !Array.isArray(res.body)) {
+      why = "trades made while offline could not be loaded; older ones not shown";
+      break;
+    }
+    kept = kept.concat(res.body).slice(-TAPE_KEEP); // only the newest can be on the tape
+    if (res.body.length < TRADES_PAGE || res.body.at(-1).tradeId >= until) {
+      why = null;
+      break;
+    }
+    cursor = res.body.at(-1).tradeId;
+  }
+  page.tapeFill = null;
+  tape.add(kept);
+  tape.markHole(why === null ? null : below, why === null ? "" : `— ${why} —`);
+  invalidate("tape");
 }
 
 async function loadOrders() {
@@ -212,8 +295,10 @@ function reloadChart() {
 
 function selectSymbol(symbol) {
   if (symbol === page.symbol) return;
-  if (page.symbol) conn.unsubscribe(page.symbol);
+  if (page.symbol && page.symbols.includes(page.symbol)) conn.unsubscribe(page.symbol);
+  else if (page.symbol) conn.forget(page.symbol); // gone from the server: it would refuse the unsubscribe
   page.symbol = symbol;
+  page.tapeFill = null;
   page.book = new BookState(symbol);
   prefs.save("symbol", symbol);
   tape.clear();
@@ -238,11 +323,56 @@ async function call(op, httpMethod, httpPath, body) {
   }
 }
 
+/**
+ * Before sending: nothing while the server refuses the token; a confirmation for a market order larger
+ * than the side of the book on screen, saying what it would sweep.
+ */
+function checkOrder(order) {
+  if (page.refused) {
+    return { refuse: "The server refused your token, so nothing was sent: enter a valid one under Token at the top." };
+  }
+  if (order.type !== "market") return null;
+  const what = `Market ${order.side} ${fmtQty(order.qty)} ${order.symbol}`;
+  const action = `Send ${order.side} ${fmtQty(order.qty)} at market`;
+  if (page.book.seq === null) {
+    return { confirm: `${what}: the book is not live, so what it would take cannot be checked.`, action };
+  }
+  const { shown, all, reach } = page.book.sweep(order.side, order.qty, DEPTH);
+  if (all.levels === 0 || order.qty <= shown.qty) return null; // an empty side fills nothing: the server says so
+  const side = order.side === "buy" ? "ask" : "bid";
+  const levels = (n) => `${n} ${side}${n === 1 ? "" : "s"}`;
+  const confirm = reach === null
+    ? `${what} would sweep the whole ${side} side: ${levels(all.levels)}, ${fmtQty(all.qty)} in all, ` +
+      `as far as ${fmtPrice(all.last)}; the other ${fmtQty(order.qty - all.qty)} would be cancelled.`
+    : `${what} goes past the ${levels(shown.levels)} shown (${fmtQty(shown.qty)}, to ${fmtPrice(shown.last)}) ` +
+      `and would trade as far as ${fmtPrice(reach)}.`;
+  return { confirm, action };
+}
+
+/** Where Up and Down start in an empty price field: the price a buy would pay (best ask), a sell get. */
+function referencePrice(side) {
+  const [near, far] = side === "sell" ? [page.book.bestBid(), page.book.bestAsk()] : [page.book.bestAsk(), page.book.bestBid()];
+  const last = tape.last();
+  return near ?? far ?? (last ? last.price : null);
+}
+
+/**
+ * Send an order. The same order again (nothing in the ticket changed) within REPEAT_MS of the last
+ * answer, or after an attempt that got no answer, goes with the same clientOrderId: the server answers
+ * it with the order already placed, so a double click or a resend never places it twice.
+ */
 async function placeOrder(order) {
-  page.sent += 1;
-  const clientOrderId = `web-${page.session}-${page.sent}`;
-  answer(`Sending ${order.side} ${order.qty} ${order.symbol}…`, "pending");
-  const res = await call("order", "POST", "/orders", { ...order, clientOrderId });
+  const key = JSON.stringify(order);
+  const last = page.lastOrder;
+  const repeat = last !== null && last.key === key &&
+    (last.unconfirmed || performance.now() - last.answeredAt < REPEAT_MS);
+  if (!repeat) page.sent += 1;
+  const clientOrderId = repeat ? last.clientOrderId : `web-${page.session}-${page.sent}`;
+  const account = page.account;
+  ticket.showAnswer(`Sending ${order.side} ${fmtQty(order.qty)} ${order.symbol}…`, "pending");
+  let res = await call("order", "POST", "/orders", { ...order, clientOrderId });
+  if (account !== page.account) return res; // the answer of another account's order
+  page.lastOrder = { key, clientOrderId, answeredAt: performance.now(), unconfirmed: res.status === 0 };
   if (res.status === 200) {
     const o = res.body;
     if (orders.upsert(o)) {
@@ -250,14 +380,23 @@ async function placeOrder(order) {
       invalidate("book");
     }
     const kind = o.status === "rejected" ? "bad" : o.status === "cancelled" ? "warn" : "ok";
-    answer(`${kind === "bad" ? "✗" : "✓"} ${describeResult(o)}`, kind);
+    const again = repeat && !last.unconfirmed
+      ? `Not placed again (the same order within ${REPEAT_MS / 1000} s): `
+      : "";
+    ticket.showAnswer(`${kind === "bad" ? "✗" : "✓"} ${again}${describeResult(o)}`, kind);
   } else {
-    answer(`✗ ${res.body && res.body.error ? res.body.error : "refused"}${res.status ? ` (${res.status})` : ""}`, "bad");
+    if (res.status === 401) {
+      showRefused("unknown token");
+      res = { status: 401, body: { error: "The server refused your token, so nothing was placed: enter a valid one under Token at the top." } };
+    }
+    const why = res.body && res.body.error ? res.body.error : "refused";
+    ticket.showAnswer(`✗ ${why}${res.status && res.status !== 401 ? ` (${res.status})` : ""}`, "bad");
   }
   return res;
 }
 
 async function cancelOrder(o) {
+  if (orders.busy.has(o.orderId)) return; // one cancel at a time per order
   orders.busy.add(o.orderId);
   invalidate("orders");
   const res = await call("cancel", "DELETE", `/orders/${o.orderId}`, { orderId: o.orderId });
@@ -275,26 +414,30 @@ async function cancelOrder(o) {
 
 // ------------------------------------------------------------------ settings
 
-function useAccount(name) {
-  page.account = name;
-  prefs.save("account", name);
-  $("account").value = name;
+/** Use a token: any text the server may know (in open demo mode, an account name). Shown only masked. */
+function useAccount(token) {
+  page.account = token;
+  page.refused = false;
+  page.lastOrder = null;
+  prefs.save("account", token);
+  $("account").value = token;
   orders.reset([]);
+  ticket.clear(); // errors and answers were the other account's
   invalidate("orders");
   invalidate("book");
-  conn.start(name);
+  conn.start(token);
 }
 
 $("account-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
-  const name = $("account").value.trim();
-  if (!ACCOUNT_RE.test(name)) {
+  const token = $("account").value.trim();
+  if (!token) {
     $("account").setAttribute("aria-invalid", "true");
-    say("An account name is 1 to 64 letters, digits or . _ : @ -", "bad");
+    say("Enter an account name, or the token you were given", "bad");
     return;
   }
   $("account").removeAttribute("aria-invalid");
-  if (name !== page.account) useAccount(name);
+  if (token !== page.account) useAccount(token);
 });
 
 function usePalette(name) {
@@ -318,8 +461,8 @@ $("interval").addEventListener("change", () => {
 // ------------------------------------------------------------------ start
 
 usePalette(prefs.load("palette", "classic"));
-const savedAccount = prefs.load("account", "");
-useAccount(ACCOUNT_RE.test(savedAccount) ? savedAccount : `guest-${page.session.slice(0, 4)}`);
+const savedAccount = prefs.load("account", "").trim();
+useAccount(savedAccount || `guest-${page.session.slice(0, 4)}`);
 invalidate("book");
 
 /** For tests and the curious: the page's state, read-only by convention. */

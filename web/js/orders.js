@@ -1,14 +1,26 @@
 // My open orders: loaded over HTTP, kept current by the private order updates, each with a cancel button.
 
-import { arrow, el, fmtPrice, fmtQty, fmtStatus } from "./format.js";
+import { arrow, el, fitQty, fmtPrice, fmtQty, fmtStatus } from "./format.js";
 
 const OPEN = new Set(["new", "partially_filled"]);
+const FILLED_COLUMN = 4;
+
+/** "filled / qty", each in full when both fit on one line of `chars`, else as compact as it takes. */
+export function filledOfQty(filled, qty, chars) {
+  for (let width = 13; width > 6; width--) {
+    const text = `${fitQty(filled, width)} / ${fitQty(qty, width)}`;
+    if (text.length <= chars) return text;
+  }
+  return `${fitQty(filled, 6)} / ${fitQty(qty, 6)}`; // narrow columns wrap it after the slash
+}
 
 export class MyOrders {
-  constructor({ tbody, empty, onCancel }) {
+  /** `columns` (ColumnChars) says how many characters the Filled / Qty column holds. */
+  constructor({ tbody, empty, onCancel, columns }) {
     this.tbody = tbody;
     this.empty = empty;
     this.onCancel = onCancel;
+    this.columns = columns;
     this.orders = new Map(); // orderId -> order result
     this.busy = new Set(); // orderIds with a cancel in flight
   }
@@ -55,23 +67,36 @@ export class MyOrders {
   row(o) {
     const tr = el("tr", `order-${o.side}`);
     tr.dataset.orderId = String(o.orderId);
+    const what = `order ${o.orderId}: ${o.side} ${fmtQty(o.qty)} ${o.symbol} at ${fmtPrice(o.price)}, ` +
+      `${fmtStatus(o.status)}, ${fmtQty(o.filledQty)} filled`;
+    tr.title = `#${o.orderId} ${o.side} ${fmtQty(o.qty)} ${o.symbol} @ ${fmtPrice(o.price)}: ` +
+      `${fmtStatus(o.status)}, ${fmtQty(o.filledQty)} filled`;
     const side = el("td", "side");
-    side.append(el("span", "arrow", arrow(o.side) + " "), o.side);
-    const button = el("button", "cancel", this.busy.has(o.orderId) ? "Cancelling…" : "Cancel");
+    side.append(el("span", "arrow", arrow(o.side)), el("span", "side-word", ` ${o.side}`));
+    const busy = this.busy.has(o.orderId);
+    const button = el("button", "cancel", busy ? "Cancelling…" : "Cancel");
     button.type = "button";
     button.dataset.orderId = String(o.orderId);
-    button.disabled = this.busy.has(o.orderId);
-    button.setAttribute("aria-label", `Cancel order ${o.orderId}: ${o.side} ${o.qty} ${o.symbol} at ${fmtPrice(o.price)}`);
-    button.addEventListener("click", () => this.onCancel(o));
-    const action = el("td");
+    button.disabled = busy;
+    button.setAttribute("aria-label", `Cancel ${what}`);
+    button.addEventListener("click", () => {
+      // Disabled at once, before the next redraw: a double click sends one cancel.
+      if (button.disabled) return;
+      button.disabled = true;
+      button.textContent = "Cancelling…";
+      this.onCancel(o);
+    });
+    const action = el("td", "action");
     action.append(button);
+    const symbol = el("td", "symbol", o.symbol);
+    symbol.title = o.symbol;
     tr.append(
-      el("td", "num", `#${o.orderId}`),
-      el("td", "", o.symbol),
+      el("td", "num id", `#${o.orderId}`),
+      symbol,
       side,
       el("td", "num", o.type === "market" ? "market" : fmtPrice(o.price)),
-      el("td", "num", `${fmtQty(o.filledQty)} / ${fmtQty(o.qty)}`),
-      el("td", "", fmtStatus(o.status)),
+      el("td", "num filled", filledOfQty(o.filledQty, o.qty, this.columns.get(FILLED_COLUMN, 27))),
+      el("td", "status", fmtStatus(o.status)),
       action,
     );
     return tr;

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import math
 import sys
+from typing import TextIO
+from urllib.parse import urlsplit
 
 COMMANDS = {
     "serve": ("tickflow.net.server", "run the exchange server"),
@@ -13,13 +17,48 @@ COMMANDS = {
 }
 
 
+def server_url(text: str) -> str:
+    """An argparse type: a server's address, http(s)://host[:port] (a trailing / is dropped)."""
+    parts = urlsplit(text)
+    try:
+        port_ok = parts.port != 0
+    except ValueError:  # not a number, or above 65535
+        port_ok = False
+    host = parts.hostname or ""
+    if (parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in host) or not port_ok
+            or parts.path not in ("", "/") or parts.query or parts.fragment or parts.username is not None):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a server address of the form http(s)://host[:port]")
+    return text.rstrip("/")
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+    return value
+
+
+def usage(out: TextIO) -> None:
+    """Print the command list."""
+    print("usage: tickflow <command> [options]\n\ncommands:", file=out)
+    for name, (_, about) in COMMANDS.items():
+        print(f"  {name:<10} {about}", file=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: tickflow <command> [options]\n\ncommands:")
-        for name, (_, about) in COMMANDS.items():
-            print(f"  {name:<10} {about}")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if argv and argv[0] in ("-h", "--help"):
+        usage(sys.stdout)
+        return 0
+    if not argv or argv[0] not in COMMANDS:
+        if argv:
+            print(f"tickflow: unknown command {argv[0]!r}", file=sys.stderr)
+        usage(sys.stderr)
+        return 2
     module = importlib.import_module(COMMANDS[argv[0]][0])
     return int(module.main(argv[1:]) or 0)
 

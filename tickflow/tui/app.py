@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.widgets import Footer, Input, Select
 
+from tickflow.cli import server_url
 from tickflow.net.client import Event, StateChanged, TradesReceived
 from tickflow.tui import model as m
 from tickflow.tui.actions import OrderActions
@@ -281,7 +282,8 @@ class TickflowApp(OrderActions, App[None]):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tickflow-tui", description="tickflow's terminal trading screen")
-    parser.add_argument("--url", default="http://127.0.0.1:8080", help="the server (default %(default)s)")
+    parser.add_argument("--url", type=server_url, default="http://127.0.0.1:8080",
+                        help="the server, http(s)://host[:port] (default %(default)s)")
     parser.add_argument("--account", default="alice", help="account to trade as (default %(default)s)")
     parser.add_argument("--token", help="bearer token, when the server was started with --tokens "
                         "(default: the account name, as in open demo mode)")

@@ -14,37 +14,73 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
+import re
 import signal
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
+from tickflow.cli import positive_number, server_url
 from tickflow.net.client import (
     ApiError,
+    AuthFailed,
     Client,
     ConnectionLost,
     NotConnected,
     Order,
     OrderChanged,
     Session,
+    SymbolInfo,
     TickflowError,
 )
+
+PREFIX = re.compile(r"\A[A-Za-z0-9._:@-]{1,50}\Z")
+"""Account names are `PREFIX-mmN` / `PREFIX-takerN`; the server takes 1-64 of these characters as a name."""
+CONNECT_TIMEOUT = 5.0
+
+
+class SimulateError(Exception):
+    """The market cannot run: the server is unreachable, lacks a symbol, or refuses the accounts."""
 
 
 @dataclass
 class Stats:
     sent: int = 0
+    ok: int = 0
     filled_qty: int = 0
     errors: int = 0
     races: int = 0
     """404/409 answers: a cancel or amend that lost the race to a fill. Normal in a busy market."""
     not_connected: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
+    by_reason: dict[str, int] = field(default_factory=dict)
+    """Errors and calls not carried out, by what the server or the connection said."""
 
     def count(self, kind: str) -> None:
         self.sent += 1
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+
+    def fail(self, reason: str) -> None:
+        self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+
+    def reasons(self, most: int = 5) -> str:
+        """The commonest reasons with their counts, most frequent first."""
+        ranked = sorted(self.by_reason.items(), key=lambda kv: (-kv[1], kv[0]))
+        text = "; ".join(f"{reason}: {n}" for reason, n in ranked[:most])
+        return text + (f"; {len(ranked) - most} other reasons" if len(ranked) > most else "")
+
+    def failure(self) -> str | None:
+        """Why the run achieved nothing, or None when at least one call succeeded."""
+        if self.ok:
+            return None
+        if not self.sent:
+            return "no order was sent"
+        return f"all {self.sent} calls failed ({self.reasons()})"
 
 
 @dataclass
@@ -91,8 +127,9 @@ class Trader:
         self.stats.count(kind)
         try:
             order = await coro  # type: ignore[misc]
-        except (NotConnected, ConnectionLost):
+        except (NotConnected, ConnectionLost) as e:
             self.stats.not_connected += 1
+            self.stats.fail(f"connection: {e}")
             await asyncio.sleep(0.2)
             return None
         except ApiError as e:
@@ -100,10 +137,13 @@ class Trader:
                 self.stats.races += 1
             else:
                 self.stats.errors += 1
+                self.stats.fail(f"{e.status} {e.message}")
             return None
-        except (TickflowError, asyncio.TimeoutError):
+        except (TickflowError, asyncio.TimeoutError) as e:
             self.stats.errors += 1
+            self.stats.fail(f"{type(e).__name__}: {e}".rstrip(": "))
             return None
+        self.stats.ok += 1
         self.stats.filled_qty += sum(f.qty for f in order.fills)
         self._on_event(OrderChanged(order))
         return order
@@ -158,13 +198,37 @@ class Taker(Trader):
         await self.call("take", self.session.place_order(symbol, side, qty, max(1, price), tif="ioc"))  # type: ignore[arg-type]
 
 
-async def _start_mids(url: str, symbols: list[str], rng: random.Random) -> dict[str, Fair]:
+async def _server_symbols(url: str, timeout: float, stop: asyncio.Event) -> dict[str, SymbolInfo]:
+    """The server's symbols, asked until it answers or `timeout` passes (it may be starting)."""
+    deadline = time.monotonic() + timeout
+    async with Client(url, timeout=max(0.5, timeout)) as http:
+        while True:
+            try:
+                return {s.symbol: s for s in await http.symbols()}
+            except (ApiError, msgspec.DecodeError) as e:
+                raise SimulateError(f"{url} does not look like a tickflow server: GET /symbols answered {e}") from e
+            except (TickflowError, OSError, asyncio.TimeoutError) as e:
+                if stop.is_set():
+                    raise SimulateError("stopped before the server answered") from e
+                if time.monotonic() > deadline:
+                    raise SimulateError(f"cannot reach the server at {url} within {timeout:g} s: {_why(e)}") from e
+            await asyncio.sleep(0.2)
+
+
+def _why(error: BaseException) -> str:
+    """The operating system's words for a failed connection (connection refused, name not known), if any."""
+    cause = error.__cause__
+    os_error = getattr(cause, "os_error", None) or (cause if isinstance(cause, OSError) else None)
+    if isinstance(os_error, OSError) and (os_error.errno or os_error.strerror):
+        # asyncio's strerror is "Connect call failed (...)"; the errno says what happened.
+        words = os.strerror(os_error.errno) if (os_error.errno or 0) > 0 else os_error.strerror
+        return words[:1].lower() + words[1:]
+    return str(error) or type(error).__name__
+
+
+def _start_mids(known: dict[str, SymbolInfo], symbols: list[str]) -> dict[str, Fair]:
     """Start each fair value where the market is (its mid or last trade), or at 10,000."""
     fair: dict[str, Fair] = {}
-    known = {}
-    async with Client(url) as http:
-        with contextlib.suppress(TickflowError, OSError, asyncio.TimeoutError):
-            known = {s.symbol: s for s in await http.symbols()}
     for symbol in symbols:
         info = known.get(symbol)
         start = 10_000.0
@@ -179,12 +243,17 @@ async def _start_mids(url: str, symbols: list[str], rng: random.Random) -> dict[
 
 async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: int = 3, takers: int = 2,
                    duration: float | None = None, seed: int | None = None, report_every: float = 5.0,
-                   stop: asyncio.Event | None = None, quiet: bool = False, prefix: str = "sim") -> Stats:
-    """Run the market until `stop` is set or `duration` passes; return what was sent."""
+                   stop: asyncio.Event | None = None, quiet: bool = False, prefix: str = "sim",
+                   connect_timeout: float = CONNECT_TIMEOUT) -> Stats:
+    """Run the market until `stop` is set or `duration` passes; return what was sent, or raise SimulateError."""
     rng = random.Random(seed)
     stop = stop or asyncio.Event()
     stats = Stats()
-    fair = await _start_mids(url, symbols, rng)
+    known = await _server_symbols(url, connect_timeout, stop)
+    unknown = [s for s in symbols if s not in known]
+    if unknown:
+        raise SimulateError(f"the server has no symbol {', '.join(unknown)} (it has {', '.join(known) or 'none'})")
+    fair = _start_mids(known, symbols)
     traders: list[Trader] = [
         MarketMaker(f"{prefix}-mm{i + 1}", url, symbols, fair, stats, random.Random(rng.random()), subscribe=False)
         for i in range(makers)
@@ -197,7 +266,6 @@ async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: 
     share = sum(weights)
 
     async def run_trader(trader: Trader, weight: float) -> None:
-        await trader.session.start(wait=False)
         per_second = rate * weight / share
         while not stop.is_set():
             await asyncio.sleep(trader.rng.expovariate(per_second) if per_second > 0 else 1.0)
@@ -219,11 +287,13 @@ async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: 
             print(f"simulate: {elapsed:6.0f} s  sent {stats.sent}  filled {stats.filled_qty}  "
                   f"races {stats.races}  errors {stats.errors}  waiting {stats.not_connected}  {mids}", flush=True)
 
-    tasks = [asyncio.create_task(run_trader(t, w)) for t, w in zip(traders, weights, strict=True)]
-    tasks.append(asyncio.create_task(drift()))
-    if not quiet:
-        tasks.append(asyncio.create_task(report()))
+    tasks: list[asyncio.Task[None]] = []
     try:
+        await _connect(traders, connect_timeout)
+        tasks = [asyncio.create_task(run_trader(t, w)) for t, w in zip(traders, weights, strict=True)]
+        tasks.append(asyncio.create_task(drift()))
+        if not quiet:
+            tasks.append(asyncio.create_task(report()))
         if duration is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), duration)
@@ -238,19 +308,57 @@ async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: 
     return stats
 
 
+async def _connect(traders: list[Trader], timeout: float) -> None:
+    """Connect every trader's session; a refused token or no connection in time is a SimulateError."""
+    async def one(trader: Trader) -> None:
+        try:
+            await trader.session.start(timeout=timeout)
+        except AuthFailed as e:
+            raise SimulateError(f"the server refused account {trader.name} ({e}): simulate sends each account's "
+                                "name as its token, which a server started with --tokens accepts only if "
+                                "its tokens file lists it") from e
+        except NotConnected as e:
+            raise SimulateError(f"no WebSocket session with {trader.session.url} within {timeout:g} s") from e
+
+    await asyncio.gather(*(one(t) for t in traders))
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number from 0 to 100."""
+    if not text.strip().isdigit() or int(text) > 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 0 to 100")
+    return int(text)
+
+
+def _prefix(text: str) -> str:
+    """An argparse type: an account-name prefix the server accepts."""
+    if not PREFIX.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} would make account names the server refuses: "
+                                         "use 1-50 of A-Z a-z 0-9 . _ : @ -")
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tickflow simulate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8080", help="the server (default %(default)s)")
-    parser.add_argument("--rate", type=float, default=20.0, help="orders per second, all traders together")
+    parser.add_argument("--url", type=server_url, default="http://127.0.0.1:8080",
+                        help="the server, http(s)://host[:port] (default %(default)s)")
+    parser.add_argument("--rate", type=positive_number, default=20.0, help="orders per second, all traders together")
     parser.add_argument("--symbols", default="ACME", help="comma-separated symbols (default %(default)s)")
-    parser.add_argument("--makers", type=int, default=3, help="market-maker accounts (default %(default)s)")
-    parser.add_argument("--takers", type=int, default=2, help="taker accounts (default %(default)s)")
-    parser.add_argument("--duration", type=float, help="stop after this many seconds (default: run until ^C)")
+    parser.add_argument("--makers", type=_count, default=3, help="market-maker accounts (default %(default)s)")
+    parser.add_argument("--takers", type=_count, default=2, help="taker accounts (default %(default)s)")
+    parser.add_argument("--duration", type=positive_number, help="stop after this many seconds (default: run until ^C)")
     parser.add_argument("--seed", type=int, help="random seed, for a repeatable run")
-    parser.add_argument("--prefix", default="sim", help="account name prefix, to run several simulators (default %(default)s)")
+    parser.add_argument("--prefix", type=_prefix, default="sim",
+                        help="account name prefix, to run several simulators (default %(default)s)")
+    parser.add_argument("--connect-timeout", type=positive_number, default=CONNECT_TIMEOUT, metavar="SECONDS",
+                        help="give up when the server cannot be reached for this long (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
-    symbols = [s.strip() for s in args.symbols.split(",") if s.strip()]
+    symbols = list(dict.fromkeys(s.strip() for s in args.symbols.split(",") if s.strip()))
+    if not symbols:
+        parser.error("--symbols: name at least one symbol")
+    if args.makers + args.takers == 0:
+        parser.error("--makers and --takers: at least one trader is needed")
 
     async def run() -> Stats:
         stop = asyncio.Event()
@@ -260,11 +368,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loop.add_signal_handler(sig, stop.set)
         return await simulate(args.url, symbols, rate=args.rate, makers=args.makers, takers=args.takers,
                               duration=args.duration, seed=args.seed, stop=stop, quiet=args.quiet,
-                              prefix=args.prefix)
+                              prefix=args.prefix, connect_timeout=args.connect_timeout)
 
-    stats = asyncio.run(run())
+    try:
+        stats = asyncio.run(run())
+    except SimulateError as e:
+        print(f"tickflow simulate: {e}", file=sys.stderr)
+        return 1
     if not args.quiet:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(stats.by_kind.items()))
+        reasons = f" ({stats.reasons()})" if stats.by_reason else ""
         print(f"simulate: done: sent {stats.sent} ({kinds}), filled {stats.filled_qty}, "
-              f"lost races {stats.races}, errors {stats.errors}")
+              f"lost races {stats.races}, errors {stats.errors}, not connected {stats.not_connected}{reasons}",
+              flush=True)
+    failure = stats.failure()
+    if failure:
+        print(f"tickflow simulate: {failure}", file=sys.stderr)
+        return 1
     return 0

@@ -23,8 +23,19 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from tickflow.cli import positive_number
+
 _LISTENING = re.compile(r"listening on (http://[^\s]+)")
 _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 never via a proxy
+
+
+class ServerStartError(RuntimeError):
+    """`tickflow serve` did not come up; `output` is what it printed (or why it could not be started)."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(f"{message}:\n{output}")
+        self.output = output.strip()
+        self.headline = message
 
 
 class ServerProcess:
@@ -52,8 +63,14 @@ class ServerProcess:
         return self.data / "server.log"
 
     def start(self, timeout: float = 20.0) -> str:
-        self.data.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
+        try:
+            if self.data.exists() and not self.data.is_dir():
+                raise NotADirectoryError(0, "it is not a directory")
+            self.data.mkdir(parents=True, exist_ok=True)
+            log = open(self.log_path, "ab")
+        except OSError as e:
+            raise ServerStartError("tickflow serve not started",
+                                   f"cannot use {self.data} as the data directory: {e.strerror or e}") from e
         offset = log.tell()
         cmd = [sys.executable, "-m", "tickflow.cli", "serve", "--data", str(self.data), "--host", self.host,
                "--port", str(self.port), "--durability", self.durability, "--symbols", ",".join(self.symbols),
@@ -66,10 +83,10 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while not self.url or not self._healthy():
             if self.proc.poll() is not None:
-                raise RuntimeError(f"tickflow serve exited with {self.proc.returncode}:\n{self._log_tail(offset)}")
+                raise ServerStartError(f"tickflow serve exited with {self.proc.returncode}", self._log_tail(offset))
             if time.monotonic() > deadline:
                 self.kill()
-                raise TimeoutError(f"tickflow serve not ready after {timeout} s:\n{self._log_tail(offset)}")
+                raise ServerStartError(f"tickflow serve not ready after {timeout} s", self._log_tail(offset))
             if not self.url:
                 found = _LISTENING.search(self._log_tail(offset))
                 if found:
@@ -133,6 +150,21 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _port(text: str) -> int:
+    """An argparse type: a TCP port number, 0 for any free one."""
+    if not text.strip().isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 0 to 65535")
+    return int(text)
+
+
+def _exit_status(code: int) -> str:
+    """A child's return code in words: 'exit 1' or 'killed by SIGKILL'."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit {code}"
+
+
 def free_port(preferred: int) -> int:
     """`preferred` when nothing listens there, else a port the OS picks."""
     with socket.socket() as s:
@@ -147,9 +179,10 @@ def free_port(preferred: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tickflow demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="./tickflow-data", help="data directory (default %(default)s)")
-    parser.add_argument("--port", type=int, default=8080, help="port, or a free one if taken (default %(default)s)")
+    parser.add_argument("--port", type=_port, default=8080, help="port, or a free one if taken (default %(default)s)")
     parser.add_argument("--symbols", default="ACME,BETA", help="symbols to open (default %(default)s)")
-    parser.add_argument("--rate", type=float, default=20.0, help="simulated orders per second (default %(default)s)")
+    parser.add_argument("--rate", type=positive_number, default=20.0,
+                        help="simulated orders per second (default %(default)s)")
     parser.add_argument("--account", default="alice", help="your account on the screen (default %(default)s)")
     parser.add_argument("--durability", default="group", choices=["none", "group", "order"])
     parser.add_argument("--no-tui", action="store_true", help="run server and market only, until Ctrl-C")
@@ -162,6 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     sim: subprocess.Popen[bytes] | None = None
+    status = 0
     try:
         print(f"starting tickflow serve (data {args.data}) …", flush=True)
         url = server.start()
@@ -176,8 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.no_tui:
             print("Ctrl-C stops the demo.", flush=True)
             with contextlib.suppress(KeyboardInterrupt):
-                while server.proc is not None and server.proc.poll() is None:
-                    time.sleep(0.5)
+                _watch(server, sim, Path(args.data))
         else:
             time.sleep(0.5)
             from tickflow.tui.app import TickflowApp
@@ -185,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             TickflowApp(LiveBackend(url, args.account), symbols[0]).run()
             print(f"tickflow demo: stopped. The browser page was {url}/", flush=True)
+        status = _server_died(server)
+    except ServerStartError as e:
+        print(f"tickflow demo: {e.headline}: {e.output or 'no output'}", file=sys.stderr)
+        status = 1
     except KeyboardInterrupt:
         pass
     finally:
@@ -195,4 +232,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 sim.kill()
         server.stop()
-    return 0
+    return status
+
+
+def _watch(server: ServerProcess, sim: subprocess.Popen[bytes], data: Path) -> None:
+    """Wait while the server runs; say once if the simulated market stops by itself."""
+    sim_reported = False
+    while server.proc is not None and server.proc.poll() is None:
+        if not sim_reported and sim.poll() is not None:
+            sim_reported = True
+            print(f"tickflow demo: the simulated market stopped ({_exit_status(sim.returncode)}); "
+                  f"see {data / 'simulate.log'}", file=sys.stderr, flush=True)
+        time.sleep(0.5)
+
+
+def _server_died(server: ServerProcess) -> int:
+    """1 (after saying so) when the server stopped while the demo ran, else 0."""
+    if server.proc is None or server.proc.poll() is None:
+        return 0
+    print(f"tickflow demo: the server stopped unexpectedly ({_exit_status(server.proc.returncode)}); "
+          f"see {server.log_path}", file=sys.stderr, flush=True)
+    return 1

@@ -1,7 +1,8 @@
 """`tickflow log --data DIR`: replay a log read-only and say what it holds, without serving.
 
 Exit status: 0 a clean log, 2 a torn tail (a crash mid-write; the next server start cuts it), 1 a log
-that cannot be read or is corrupt (a server refuses to start on it)."""
+that cannot be read or is corrupt (a server refuses to start on it), 141 when the output's reader went
+away (`| head`)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,24 @@ from tickflow.store.replay import recover
 from tickflow.store.wal import CorruptLog, Wal
 
 TORN = 2
+CLOSED_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a tool whose reader went away (`tickflow log | head -1`)."""
 
 
 def main(argv: list[str]) -> int:
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
+        return status
+    except BrokenPipeError:
+        # Nothing more can be written; point stdout at /dev/null so the flush at exit does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return CLOSED_PIPE
+
+
+def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="tickflow log", description=__doc__)
     p.add_argument("--data", default="tickflow-data", help="data directory holding wal.log")
     args = p.parse_args(argv)

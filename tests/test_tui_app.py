@@ -378,6 +378,11 @@ async def test_enter_sends_from_every_ticket_field_and_space_toggles_post_only()
             assert len(backend.calls) == sent, field
             assert not any(s.expanded for s in app.query(Select)), field
         assert all(args["postOnly"] is False for _, args in backend.calls[1:])
+        for field in ("#side", "#price", "#qty", "#post-only"):  # the footer says what enter does
+            app.query_one(field).focus()
+            await settle(pilot)
+            enter = app.active_bindings["enter"].binding
+            assert (enter.description, enter.show) == ("Send order", True), field
         app.query_one("#tif", Select).focus()
         await pilot.press("space")  # space (or an arrow) opens a select's menu
         assert app.query_one("#tif", Select).expanded

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.content import Content
-from textual.widgets import Checkbox, Select
+from textual.widgets import Checkbox, Input, Select
+
+
+class TicketInput(Input):
+    """A number field whose enter shows in the footer as what it does: send the ticket's order."""
+
+    BINDINGS = [Binding("enter", "submit", "Send order", tooltip="Send the ticket's order")]
 
 
 class TicketSelect(Select[str], inherit_bindings=False):

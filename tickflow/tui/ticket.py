@@ -22,7 +22,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from tickflow.core.types import MAX_PRICE, MAX_QTY
 from tickflow.net.client import Order
 from tickflow.tui import format as fmt
-from tickflow.tui.fields import TickBox, TicketSelect
+from tickflow.tui.fields import TickBox, TicketInput, TicketSelect
 from tickflow.tui.palette import BUY_ARROW, SELL_ARROW, Palette
 
 
@@ -111,10 +111,10 @@ class OrderTicket(Vertical):
                                    allow_blank=False, compact=True, id="type")
             with Horizontal(classes="field"):
                 yield Label("Price", classes="label")
-                yield Input(placeholder="ticks", type="integer", compact=True, id="price")
+                yield TicketInput(placeholder="ticks", type="integer", compact=True, id="price")
             with Horizontal(classes="field"):
                 yield Label("Qty", classes="label")
-                yield Input(placeholder="quantity", type="integer", compact=True, id="qty")
+                yield TicketInput(placeholder="quantity", type="integer", compact=True, id="qty")
             with Horizontal(classes="field"):
                 yield Label("TIF", classes="label")
                 yield TicketSelect([("GTC", "gtc"), ("IOC", "ioc"), ("FOK", "fok")], value="gtc",

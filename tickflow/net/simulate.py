@@ -57,6 +57,8 @@ class Stats:
     races: int = 0
     """404/409 answers: a cancel or amend that lost the race to a fill. Normal in a busy market."""
     not_connected: int = 0
+    unanswered: int = 0
+    """Calls still on the wire when the run ended: sent, but neither a success nor an error."""
     by_kind: dict[str, int] = field(default_factory=dict)
     by_reason: dict[str, int] = field(default_factory=dict)
     """Errors and calls not carried out, by what the server or the connection said."""
@@ -80,7 +82,10 @@ class Stats:
             return None
         if not self.sent:
             return "no order was sent"
-        return f"all {self.sent} calls failed ({self.reasons()})"
+        answered = self.sent - self.unanswered
+        if not answered:
+            return f"none of the {self.sent} calls was answered"
+        return f"all {answered} answered calls failed ({self.reasons()})"
 
 
 @dataclass
@@ -127,6 +132,9 @@ class Trader:
         self.stats.count(kind)
         try:
             order = await coro  # type: ignore[misc]
+        except asyncio.CancelledError:
+            self.stats.unanswered += 1  # the run ended while it was on the wire
+            raise
         except (NotConnected, ConnectionLost) as e:
             self.stats.not_connected += 1
             self.stats.fail(f"connection: {e}")
@@ -379,7 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(stats.by_kind.items()))
         reasons = f" ({stats.reasons()})" if stats.by_reason else ""
         print(f"simulate: done: sent {stats.sent} ({kinds}), filled {stats.filled_qty}, "
-              f"lost races {stats.races}, errors {stats.errors}, not connected {stats.not_connected}{reasons}",
+              f"lost races {stats.races}, errors {stats.errors}, not connected {stats.not_connected}, "
+              f"unanswered at the end {stats.unanswered}{reasons}",
               flush=True)
     failure = stats.failure()
     if failure:

@@ -31,6 +31,13 @@ def server_url(text: str) -> str:
     return text.rstrip("/")
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 for any free one."""
+    if not text.strip().isdigit() or int(text) > 65_535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 0 to 65535 (0 picks a free one)")
+    return int(text)
+
+
 def positive_number(text: str) -> float:
     """An argparse type: a finite number above 0."""
     try:

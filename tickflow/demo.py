@@ -23,7 +23,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from tickflow.cli import positive_number
+from tickflow.cli import port_number, positive_number
 
 _LISTENING = re.compile(r"listening on (http://[^\s]+)")
 _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 never via a proxy
@@ -150,13 +150,6 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _port(text: str) -> int:
-    """An argparse type: a TCP port number, 0 for any free one."""
-    if not text.strip().isdigit() or int(text) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 0 to 65535")
-    return int(text)
-
-
 def _exit_status(code: int) -> str:
     """A child's return code in words: 'exit 1' or 'killed by SIGKILL'."""
     if code < 0:
@@ -179,7 +172,7 @@ def free_port(preferred: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tickflow demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="./tickflow-data", help="data directory (default %(default)s)")
-    parser.add_argument("--port", type=_port, default=8080, help="port, or a free one if taken (default %(default)s)")
+    parser.add_argument("--port", type=port_number, default=8080, help="port, or a free one if taken (default %(default)s)")
     parser.add_argument("--symbols", default="ACME,BETA", help="symbols to open (default %(default)s)")
     parser.add_argument("--rate", type=positive_number, default=20.0,
                         help="simulated orders per second (default %(default)s)")

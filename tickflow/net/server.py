@@ -20,6 +20,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from tickflow.cli import port_number
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Outcome, Trade
 from tickflow.net.app import ACCOUNT_PATTERN, BODY_TIMEOUT, Exchange, make_app
@@ -51,16 +52,6 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65_535:
-        raise argparse.ArgumentTypeError(f"{text} is not a port number (0-65535; 0 picks a free port)")
-    return value
-
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -82,7 +73,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--data", type=_nonempty, default="tickflow-data",
                    help="data directory (log, SQLite); default ./tickflow-data")
     p.add_argument("--host", type=_nonempty, default="127.0.0.1")
-    p.add_argument("--port", type=_port, default=8080, help="0 picks a free port")
+    p.add_argument("--port", type=port_number, default=8080, help="0 picks a free port")
     p.add_argument("--durability", choices=[d.value for d in Durability], default="group",
                    help="none: ack after write (survives kill -9); group: one fdatasync per batch; "
                         "order: one fdatasync per order (both survive power loss)")

@@ -95,7 +95,8 @@ async def test_calls_before_connecting_raise_not_connected() -> None:
 
 async def test_http_order_round_trip(server: ServerProcess) -> None:
     async with Client(server.url, "alice") as http:
-        assert (await http.health()).status == "ok"
+        health = await http.health()
+        assert (health.status, health.accounts) == ("ok", "open")
         assert {s.symbol for s in await http.symbols()} >= {"ACME", "BETA"}
         placed = await http.place_order("BETA", "buy", 30, 5000, client_order_id="rt-1")
         assert placed.status == "new" and placed.is_open and placed.remaining_qty == 30

@@ -214,7 +214,7 @@ async def test_malformed_and_oversized_bodies(server: ServerProcess) -> None:
         st, err = await call(s, "GET", f"{u}/no/such/route")
         assert st == 404 and "error" in err
         st, health = await call(s, "GET", f"{u}/health")
-        assert st == 200 and health["status"] == "ok"
+        assert st == 200 and health["status"] == "ok" and health["accounts"] == "open"
 
 
 async def test_input_that_only_looks_valid_is_refused(server: ServerProcess) -> None:

@@ -93,6 +93,7 @@ async def test_tokens_file_maps_tokens_to_accounts(tmp_path: Path) -> None:
     try:
         placed = await _place(server.url, "s3cret-a", {"symbol": "ACME", "side": "buy", "price": 10, "qty": 1})
         assert placed["account"] == "alice"
+        assert (await _get(f"{server.url}/health"))["accounts"] == "tokens"
         async with aiohttp.ClientSession() as s:
             async with s.post(f"{server.url}/orders", headers={"Authorization": "Bearer alice"},
                               json={"symbol": "ACME", "side": "buy", "price": 10, "qty": 1}) as r:

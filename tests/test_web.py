@@ -419,6 +419,9 @@ def test_phone_width_and_the_account_is_remembered(pages: Pages) -> None:
     page = pages.open(None, "PHONE", width=390, height=844)
     # A first visit gets a guest account; choosing one on the page sticks across a reload.
     assert page.input_value("#account").startswith("guest-")
+    # In open demo mode (/health says so) the field holds an account name, shown in clear.
+    expect(page.locator("#account")).to_have_attribute("type", "text")
+    expect(page.locator('label[for="account"]')).to_have_text("Account")
     page.fill("#account", "zoe")
     page.press("#account", "Enter")
     expect(page.locator("#conn-text")).to_have_text("Live as zoe")
@@ -829,6 +832,7 @@ def test_any_token_the_server_knows_works_and_is_never_shown(pages: Pages, token
     page = pages.open("tok+/=", "ACME", width=400, height=800, server=token_server)
     expect(page.locator("#conn-text")).to_have_text("Live as bob")
     expect(page.locator("#account")).to_have_attribute("type", "password")
+    expect(page.locator('label[for="account"]')).to_have_text("Token")
     place_from_ticket(page, "buy", 42, 1)
     expect(page.locator("#orders tr")).to_contain_text("42")
     for token, account in (("a" * 80, "carl-" + "x" * 59), ("clé-ü€ 1", "dora")):
@@ -853,7 +857,7 @@ def test_a_refused_token_sends_nothing_and_a_good_one_clears_the_ticket(pages: P
     assert "mallory" not in page.locator("body").inner_text()
     place_from_ticket(page, "buy", 43, 1)
     expect(page.locator("#t-form-err")).to_have_text(
-        "The server refused your token, so nothing was sent: enter a valid one under Token at the top.")
+        "The server refused your token, so nothing was sent: enter a valid one in the field at the top.")
     assert sent_ops(page, "order") == []
     assert "authenticate" not in page.locator("body").inner_text()
     page.fill("#account", "s3cret-a")

@@ -299,6 +299,7 @@ async def get_health(request: web.Request) -> web.Response:
         "seq": ex.feed.durable_seq,
         "durability": ex.sequencer.durability.value,
         "symbols": sorted(ex.feed.mirrors),
+        "accounts": "open" if ex.tokens is None else "tokens",
         "uptimeSeconds": round(time.time() - ex.started, 3),
     }
     if ex.sequencer.failed:

@@ -172,6 +172,8 @@ class Health(msgspec.Struct, frozen=True):
     status: str
     seq: int = 0
     durability: str | None = None
+    accounts: str | None = None
+    """"open" (demo mode: the token is the account name) or "tokens" (only a --tokens file's tokens)."""
 
 
 class _OrderList(msgspec.Struct):

@@ -67,8 +67,9 @@ SYMBOL = _obj({"symbol": {"type": "string"}, "bestBid": NULLABLE_INT, "bestAsk":
                "last": NULLABLE_INT})
 HEALTH = _obj({"status": {"type": "string", "enum": ["ok", "degraded", "failed"]}, "seq": INT,
                "durability": {"type": "string", "enum": ["none", "group", "order"]},
-               "symbols": {"type": "array", "items": {"type": "string"}}, "uptimeSeconds": {"type": "number"},
-               "error": {"type": "string"}}, required=["status", "seq", "durability"])
+               "symbols": {"type": "array", "items": {"type": "string"}},
+               "accounts": {"type": "string", "enum": ["open", "tokens"]}, "uptimeSeconds": {"type": "number"},
+               "error": {"type": "string"}}, required=["status", "seq", "durability", "accounts"])
 
 AUTH = [{"bearer": []}]
 ORDER_ID = {"name": "orderId", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}

@@ -116,6 +116,7 @@ conn.addEventListener("state", (ev) => {
   $("conn-text").textContent = text;
   if (state === "open") {
     loadSymbols(); // symbols may have come or gone while the server was away
+    loadAccounts();
   } else if (state === "offline" && page.book.seq !== null) {
     page.book.seq = null; // whatever we hold may be stale; the next snapshot replaces it
   }
@@ -204,6 +205,24 @@ conn.addEventListener("servererror", (ev) => {
 });
 
 // ------------------------------------------------------------------ loading
+
+/**
+ * What the account field holds, as /health says: in open demo mode an account name, shown in clear;
+ * with --tokens a token, masked. Until the server says, it is masked.
+ */
+async function loadAccounts() {
+  let res;
+  try {
+    res = await http("GET", "/health");
+  } catch {
+    return;
+  }
+  const open = res.status === 200 && res.body && res.body.accounts === "open";
+  const field = $("account");
+  field.type = open ? "text" : "password";
+  field.placeholder = open ? "account name" : "token";
+  document.querySelector('label[for="account"]').textContent = open ? "Account" : "Token";
+}
 
 async function loadSymbols() {
   let res;
@@ -329,7 +348,7 @@ async function call(op, httpMethod, httpPath, body) {
  */
 function checkOrder(order) {
   if (page.refused) {
-    return { refuse: "The server refused your token, so nothing was sent: enter a valid one under Token at the top." };
+    return { refuse: "The server refused your token, so nothing was sent: enter a valid one in the field at the top." };
   }
   if (order.type !== "market") return null;
   const what = `Market ${order.side} ${fmtQty(order.qty)} ${order.symbol}`;
@@ -387,7 +406,7 @@ async function placeOrder(order) {
   } else {
     if (res.status === 401) {
       showRefused("unknown token");
-      res = { status: 401, body: { error: "The server refused your token, so nothing was placed: enter a valid one under Token at the top." } };
+      res = { status: 401, body: { error: "The server refused your token, so nothing was placed: enter a valid one in the field at the top." } };
     }
     const why = res.body && res.body.error ? res.body.error : "refused";
     ticket.showAnswer(`✗ ${why}${res.status && res.status !== 401 ? ` (${res.status})` : ""}`, "bad");

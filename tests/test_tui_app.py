@@ -7,6 +7,7 @@ import asyncio
 import re
 
 import msgspec
+from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Button, Checkbox, Input, Select, Static
 
@@ -349,6 +350,25 @@ def _accept(call: str, args: dict) -> Order:  # type: ignore[type-arg]
 
 def _result(app: TickflowApp) -> str:
     return str(app.query_one("#result", Static).render())
+
+
+async def test_digits_typed_fast_after_t_land_in_the_price_whole() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        for start, before in (("#book", ""), ("#orders", ""), ("#book", "123")):
+            app.query_one("#price", Input).value = before  # what was there is replaced, as on focusing it
+            app.query_one(start).focus()
+            await settle(pilot)
+            for key in "t9990":  # queued at once, as a paste or a fast typist delivers them
+                app.post_message(events.Key(key, key))
+            await settle(pilot)
+            assert (app.focused, app.query_one("#price", Input).value) == (app.query_one("#price"), "9990"), start
+        app.query_one("#price", Input).value = ""
+        app.query_one("#book").focus()
+        await settle(pilot)
+        await pilot.press(*"10")  # on the book, a digit starts the price
+        assert app.query_one("#price", Input).value == "10"
 
 
 async def test_enter_sends_from_every_ticket_field_and_space_toggles_post_only() -> None:

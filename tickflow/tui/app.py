@@ -28,7 +28,7 @@ from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import TickflowCommands
 from tickflow.tui.header import TopBar
 from tickflow.tui.help import HelpScreen
-from tickflow.tui.messages import BarsLoaded, FeedChanged, OpenOrdersLoaded, PriceSelected, SymbolsLoaded
+from tickflow.tui.messages import BarsLoaded, DigitTyped, FeedChanged, OpenOrdersLoaded, PriceSelected, SymbolsLoaded
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.palette import Palette
 from tickflow.tui.tape import TradeTape
@@ -274,10 +274,28 @@ class TickflowApp(OrderActions, App[None]):
         widget = self.query_one(target)
         if isinstance(widget, Input) and widget.disabled:
             widget = self.query_one("#qty")
-        widget.focus()
+        # At once, not after the keys already queued (widget.focus() waits its turn): "t9990" typed
+        # fast or pasted puts 9990 in the price, not into the book.
+        self.screen.set_focus(widget)
+
+    def on_digit_typed(self, message: DigitTyped) -> None:
+        price = self.query_one("#price", Input)
+        if price.disabled:  # a market order has no price
+            return
+        if self.focused is not price:
+            price.value = ""  # as focusing it would select it all: the digit starts a new price
+            self.screen.set_focus(price)
+        # In the price's own queue, so it follows the focus and comes before any key typed after it.
+        price.call_later(_type_into, price, message.digit)
 
     def on_price_selected(self, message: PriceSelected) -> None:
         self.query_one(OrderTicket).set_price(message.price)
+
+
+def _type_into(field: Input, text: str) -> None:
+    """As if typed: replaces what is selected (all of it, just after focusing), else goes in at the cursor."""
+    start, end = sorted(field.selection)
+    field.replace(text, start, end)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from textual.widget import Widget
 from tickflow.core.types import MAX_PRICE
 from tickflow.net.client import Level, LocalBook
 from tickflow.tui import format as fmt
-from tickflow.tui.messages import PriceSelected
+from tickflow.tui.messages import DigitTyped, PriceSelected
 from tickflow.tui.palette import BUY_ARROW, SELL_ARROW, Palette
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -182,6 +182,11 @@ class BookView(Widget, can_focus=True):
 
     def watch_cursor(self) -> None:
         self.refresh()
+
+    def on_key(self, event: events.Key) -> None:
+        if event.character is not None and event.character.isdigit():
+            event.stop()
+            self.post_message(DigitTyped(event.character))
 
     def on_focus(self) -> None:
         self.refresh()

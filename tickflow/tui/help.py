@@ -17,6 +17,7 @@ KEYS: list[tuple[str, str]] = [
     ("space", "in the ticket: tick or untick post-only, open a list (side, type, TIF)"),
     ("b / s", "ticket side: buy / sell"),
     ("t", "go to the ticket (price field)"),
+    ("0-9", "on the book or my orders: start typing the ticket's price"),
     ("d", "go to the order book; ↑ ↓ move over the levels"),
     ("o", "go to my orders; ↑ ↓ choose one"),
     ("c / delete", "cancel the chosen order"),

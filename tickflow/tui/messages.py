@@ -47,6 +47,17 @@ class OrderAnswered(Message):
         self.error = error
 
 
+class DigitTyped(Message):
+    """A digit typed where no field takes it (the book, my orders): it goes on into the ticket's price.
+
+    "t9990" typed fast or pasted reaches the book before `t` has moved the focus; this is how the
+    digits still end up in the price."""
+
+    def __init__(self, digit: str) -> None:
+        super().__init__()
+        self.digit = digit
+
+
 class PriceSelected(Message):
     """A book level was chosen: its price goes into the ticket."""
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.widgets import DataTable
 
 from tickflow.net.client import Order
 from tickflow.tui import format as fmt
+from tickflow.tui.messages import DigitTyped
 from tickflow.tui.palette import Palette
 
 _BAR = 5
@@ -38,6 +40,11 @@ class MyOrders(DataTable):
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.orders: list[Order] = []
         self._bar = True
+
+    def on_key(self, event: events.Key) -> None:
+        if event.character is not None and event.character.isdigit():
+            event.stop()
+            self.post_message(DigitTyped(event.character))
 
     def on_mount(self) -> None:
         self.border_title = "My orders"

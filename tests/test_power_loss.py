@@ -25,7 +25,7 @@ from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, NewOrder, Outcome
 from tickflow.net.sequencer import Sequencer, SequencerStopped
 from tickflow.store.replay import recover
-from tickflow.store.wal import HEADER, HEADER_SIZE, LogError, OsFileOps, Wal, frame
+from tickflow.store.wal import FILE_HEADER, HEADER, HEADER_SIZE, LogError, OsFileOps, Wal, frame
 
 SUBMITTERS = 32
 TRIALS = {"none": 12, "group": 12, "order": 8}
@@ -147,7 +147,7 @@ async def trial(tmp: Path, mode: str, rng: random.Random, shape: str) -> str:
 
 def boundaries(data: bytes) -> list[int]:
     """Where each whole record of `data` ends, walking the length fields."""
-    ends = [0]
+    ends = [len(FILE_HEADER)]
     while ends[-1] + HEADER_SIZE <= len(data):
         length, _ = HEADER.unpack_from(data, ends[-1])
         if ends[-1] + HEADER_SIZE + length > len(data):
@@ -174,8 +174,8 @@ def test_power_loss_ops_keeps_a_prefix_of_the_unsynced_bytes(tmp_path: Path) -> 
     wal.append([b"b" * 10, b"c" * 10])
     synced, kept = ops.cut_power(path, random.Random(3), "torn")
     data = Path(path).read_bytes()
-    assert synced == len(frame(b"a" * 10)) and len(data) == synced + kept
-    assert (frame(b"a" * 10) + frame(b"b" * 10) + frame(b"c" * 10)).startswith(data)
+    assert synced == len(FILE_HEADER + frame(b"a" * 10)) and len(data) == synced + kept
+    assert (FILE_HEADER + frame(b"a" * 10) + frame(b"b" * 10) + frame(b"c" * 10)).startswith(data)
     with pytest.raises(LogError, match="the power is off"):
         wal.append([b"d"])
 
@@ -202,7 +202,7 @@ async def test_a_failing_device_stops_the_sequencer_without_false_acks(
     for _ in range(3):
         path = str(tmp_path / f"fault-{rng.random()}.wal")
         power = PowerLossOps()
-        at = rng.randint(2, 12 if mode == "order" else 30)
+        at = 1 + rng.randint(2, 12 if mode == "order" else 30)  # the first write and sync: the log's header
         ops = FaultyOps(power, write_at=at if what == "write" else None, sync_at=at if what == "sync" else None,
                         code=code, partial=partial)
         wal, engine, _ = open_log(path, ops)
@@ -250,7 +250,7 @@ async def test_after_a_device_fault_the_log_holds_exactly_the_acknowledged_order
     rng = random.Random(f"exact{mode}{what}{code}{partial}")
     for _ in range(3):
         path = str(tmp_path / f"fault-{rng.random()}.wal")
-        at = rng.randint(2, 12 if mode == "order" else 30)
+        at = 1 + rng.randint(2, 12 if mode == "order" else 30)  # the first write and sync: the log's header
         # Slow syncs and small batches: batches are written while a sync is in flight, as under real load.
         ops = FaultyOps(SlowSyncOps(0.003), write_at=at if what == "write" else None,
                         sync_at=at if what == "sync" else None, code=code, partial=partial)
@@ -284,7 +284,8 @@ async def test_what_a_restart_replays_is_durable_before_anything_is_answered_fro
         wal.sync()
     wal.append(payloads(commands, first_seq=2))
     wal.close()  # killed before any (further) sync returned
-    assert machine.synced[path] == (len(frame(payloads([AddSymbol("ACME")])[0])) if synced_first else 0)
+    header = len(FILE_HEADER)  # synced when the log was created
+    assert machine.synced[path] == header + (len(frame(payloads([AddSymbol("ACME")])[0])) if synced_first else 0)
 
     restarted = await started(path, "group", machine)
     answers = [await restarted.submit(c) for c in commands]

@@ -13,7 +13,7 @@ from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Amend, Cancel, Command, NewOrder, Outcome, Record
 from tickflow.store.records import decode_record, encode_record
 from tickflow.store.replay import recover
-from tickflow.store.wal import CorruptLog, Wal, frame
+from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, frame
 
 
 def mixed_commands(n: int, seed: int) -> list[Command]:
@@ -80,6 +80,8 @@ def test_replay_reproduces_what_the_live_engine_answered(tmp_path: Path) -> None
 def append_raw(path: str, *payloads: bytes) -> list[int]:
     offsets = []
     with open(path, "ab") as f:
+        if f.tell() == 0:
+            f.write(FILE_HEADER)
         for p in payloads:
             offsets.append(f.tell())
             f.write(frame(p))

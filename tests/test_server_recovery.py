@@ -16,6 +16,7 @@ from server_process import ServerProcess
 
 from tickflow.core.types import AddSymbol
 from tickflow.store.records import decode_record
+from tickflow.store.wal import FILE_HEADER
 
 
 async def _place(url: str, account: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -165,12 +166,17 @@ async def test_tickflow_log_checks_a_log_without_changing_it(tmp_path: Path) -> 
     clean = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
                            capture_output=True, text=True, timeout=60)
     assert clean.returncode == 0 and "torn" not in clean.stdout, clean.stdout
+    assert clean.stdout.startswith("format: tickflow wal v1\n")
     data = bytearray(before[:-3])
     data[30] ^= 0x01
     log.write_bytes(bytes(data))
     corrupt = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
                              capture_output=True, text=True, timeout=60)
     assert corrupt.returncode == 1 and f"{log}: corrupt record at byte offset" in corrupt.stderr, corrupt.stderr
+    log.write_bytes(b"some other file\n" + before[16:])
+    foreign = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
+                             capture_output=True, text=True, timeout=60)
+    assert foreign.returncode == 1 and "so it is no tickflow log" in foreign.stderr, foreign.stderr
 
 
 async def test_sqlite_with_gaps_or_ahead_of_the_log_is_brought_in_line(tmp_path: Path) -> None:
@@ -204,7 +210,7 @@ async def test_sqlite_with_gaps_or_ahead_of_the_log_is_brought_in_line(tmp_path:
 
 def _symbols_only(log: bytes) -> int:
     """Where the log's leading AddSymbol records end."""
-    offset = 0
+    offset = len(FILE_HEADER)
     while offset < len(log):
         length = int.from_bytes(log[offset:offset + 4], "little")
         if not isinstance(decode_record(log[offset + 8:offset + 8 + length]).command, AddSymbol):

@@ -14,7 +14,7 @@ import pytest
 from helpers.logs import commands, open_log, payloads, replayed, write_log
 
 from tickflow.core.types import Command, NewOrder
-from tickflow.store.wal import HEADER_SIZE, CorruptLog, Cut, Wal, frame
+from tickflow.store.wal import FILE_HEADER, HEADER_SIZE, CorruptLog, Cut, NotALog, Wal, frame
 
 N = 24
 CMDS = commands(N)
@@ -87,8 +87,9 @@ def test_truncating_anywhere_keeps_exactly_the_complete_records(
         wal.close()
         assert recovery.records == count
         assert engine.state_hash() == HASHES[count]
-        assert os.path.getsize(path) == offsets[count]
-        assert (recovery.cut is None) == (size == offsets[count])
+        assert os.path.getsize(path) == offsets[count]  # a torn file header is written whole again
+        assert Path(path).read_bytes()[: len(FILE_HEADER)] == FILE_HEADER
+        assert (recovery.cut is None) == (size in (0, offsets[count]))  # an empty file is a new log
 
 
 def test_a_zeroed_tail_is_cut(log: tuple[str, list[int], bytes]) -> None:
@@ -239,21 +240,47 @@ def test_an_empty_or_missing_log_opens_empty(tmp_path: Path) -> None:
     assert os.path.exists(path)
 
 
-def test_a_file_that_is_no_log_is_refused_not_cut_to_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", [
+    b"this is not a tickflow log\n" * 200,
+    b"\x05\x00\x00\x00" + bytes(60),  # what could pass for a short first record
+    frame(payloads(CMDS[:3])[0]) + frame(payloads(CMDS[:3])[1]),  # records without the header
+    bytes(len(FILE_HEADER)) + frame(payloads(CMDS[:1])[0]),  # a zeroed header before a record
+    b"tickflow wal v1 " + bytes(40),  # almost the header
+])
+def test_a_file_that_is_no_log_is_refused_not_cut_to_nothing(tmp_path: Path, text: bytes) -> None:
     path = tmp_path / "test.wal"
-    text = b"this is not a tickflow log\n" * 200
     path.write_bytes(text)
-    with pytest.raises(CorruptLog, match="byte offset 0 .*so the file is no tickflow log"):
+    for _ in range(2):
+        with pytest.raises(NotALog, match='does not start with "tickflow wal v1" .*so it is no tickflow log'):
+            list(Wal.open(str(path)).replay())
+        assert path.read_bytes() == text
+
+
+def test_a_log_in_a_later_format_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "test.wal"
+    text = b"tickflow wal v2\n" + frame(b"whatever v2 holds")
+    path.write_bytes(text)
+    with pytest.raises(CorruptLog, match=r"a log in format v2, which this tickflow cannot read \(it reads v1\)"):
         list(Wal.open(str(path)).replay())
     assert path.read_bytes() == text
+
+
+def test_a_torn_file_header_is_written_again(tmp_path: Path) -> None:
+    """A crash while the log was created: part of the header (or none), then zeros. No record can
+    have been acknowledged, since the header is synced before the first record is written."""
+    path = str(tmp_path / "test.wal")
+    for torn in (FILE_HEADER[:1], FILE_HEADER[:-1], FILE_HEADER[:5] + bytes(200), bytes(4096)):
+        Path(path).write_bytes(torn)
+        check_recovers(path, 0, Cut(0, len(torn), "torn file header"))
+        assert Path(path).read_bytes().startswith(FILE_HEADER)
 
 
 def test_a_torn_first_record_is_still_cut(tmp_path: Path) -> None:
     path = str(tmp_path / "test.wal")
     first = frame(payloads(CMDS[:1])[0])
     for torn in (first[:3], first[:-1], b"\0" * 64):  # a short header, a short payload, zeros
-        Path(path).write_bytes(torn)
-        check_recovers(path, 0, Cut(0, len(torn), "torn"))
+        Path(path).write_bytes(FILE_HEADER + torn)
+        check_recovers(path, 0, Cut(len(FILE_HEADER), len(torn), "torn"))
 
 
 @pytest.mark.parametrize("extra", ["field", "element"])

@@ -6,7 +6,7 @@ from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record
 from tickflow.store.records import encode_record
 from tickflow.store.replay import Recovery, recover
-from tickflow.store.wal import FileOps, Wal, frame
+from tickflow.store.wal import FILE_HEADER, FileOps, Wal, frame
 
 
 def commands(n: int, symbol: str = "ACME") -> list[Command]:
@@ -29,8 +29,9 @@ def payloads(cmds: list[Command], first_seq: int = 1, ts: int = 1_700_000_000_00
 
 def write_log(path: str, cmds: list[Command]) -> list[int]:
     """Write `cmds` as a log at `path`; returns each record's start offset, and the end offset last."""
-    offsets = [0]
+    offsets = [len(FILE_HEADER)]
     with open(path, "wb") as f:
+        f.write(FILE_HEADER)
         for p in payloads(cmds):
             data = frame(p)
             f.write(data)

@@ -15,7 +15,7 @@ import tempfile
 
 from tickflow.core.engine import Engine
 from tickflow.store.replay import recover
-from tickflow.store.wal import CorruptLog, Wal
+from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal
 
 TORN = 2
 CLOSED_PIPE = 141
@@ -57,6 +57,7 @@ def _main(argv: list[str]) -> int:
             print(f"tickflow log: cannot read {path}: {e.strerror or e}", file=sys.stderr)
             return 1
     cut = recovery.cut
+    print(f"format: {FILE_HEADER.decode().strip()}")
     print(dataclasses.replace(recovery, cut=None))
     print(f"symbols: {', '.join(sorted(engine.books)) or '-'}")
     print(f"orders: {engine.next_order_id - 1}, trades: {engine.next_trade_id - 1}, "

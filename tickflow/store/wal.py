@@ -1,6 +1,8 @@
-"""The write-ahead log: `[length u32][CRC32 u32][payload]` records, little-endian, appended in batches.
+"""The write-ahead log: a 16-byte file header, then `[length u32][CRC32 u32][payload]` records,
+little-endian, appended in batches.
 
-Opening a log replays it. A bad record with nothing valid after it is a torn tail from a crash:
+The header (`tickflow wal v1` and a newline) says what the file is and its format: a file that does
+not start with it is refused, never cut, and a later format is refused by name. Opening a log replays it. A bad record with nothing valid after it is a torn tail from a crash:
 the file is cut back to the last good record and the cut is reported. A bad record that is followed
 by a valid one is corruption: acknowledged records may sit behind it, so opening fails with the
 offset and nothing is truncated.
@@ -15,6 +17,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
+FILE_HEADER = b"tickflow wal v1\n"
+"""The first bytes of every log: what the file is, and the format of the records after it."""
+_FILE_HEADER_STEM = b"tickflow wal v"
 HEADER = struct.Struct("<II")
 HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 1 << 20
@@ -34,7 +39,6 @@ class CorruptLog(Exception):
     NOT_THE_TAIL = "followed by valid records, so it is no torn tail"
     WHOLE = "its checksum holds, so it is no torn write"
     UNREADABLE = "its checksum holds, so it is no torn write (a log written by a newer tickflow?)"
-    FOREIGN = "no valid record comes before it and none starts there, so the file is no tickflow log"
 
     def __init__(self, path: str, offset: int, why: str, because: str = NOT_THE_TAIL) -> None:
         super().__init__(
@@ -45,6 +49,17 @@ class CorruptLog(Exception):
         self.offset = offset
         self.why = why
         self.because = because
+
+
+class NotALog(CorruptLog):
+    """The file does not start with a log header this version reads: another file, or a later format."""
+
+    def __init__(self, path: str, why: str) -> None:
+        Exception.__init__(self, f"{path}: {why}; refusing to open it (nothing was changed)")
+        self.path = path
+        self.offset = 0
+        self.why = why
+        self.because = ""
 
 
 @dataclass(frozen=True)
@@ -151,15 +166,24 @@ def _valid_record_after(data: bytes, offset: int) -> bool:
     return False
 
 
-def _foreign(data: bytes) -> bool:
-    """A file whose first header is whole but could not be ours: not a torn first write.
+def _records_start(path: str, data: bytes) -> int | None:
+    """Where the records begin: after the file header; None for a file that holds no log yet.
 
-    A crash during the first batch leaves a short header, a short or unchecked payload, or zeros;
-    a first length over MAX_PAYLOAD is neither, and cutting would empty somebody else's file."""
-    if len(data) < HEADER_SIZE:
-        return False
-    length, _ = HEADER.unpack_from(data, 0)
-    return length > MAX_PAYLOAD
+    An empty file, or one whose header was torn by a crash while it was created (a part of the
+    header, then nothing but zeros), holds no log yet: the header is synced before any record is
+    written, so no record can have been acknowledged in it. Anything else without the header is
+    refused: cutting it would empty somebody else's file."""
+    if data[: len(FILE_HEADER)] == FILE_HEADER:
+        return len(FILE_HEADER)
+    head = data[: len(FILE_HEADER)].rstrip(b"\0")
+    if FILE_HEADER.startswith(head) and not _NONZERO.search(data, len(FILE_HEADER)):
+        return None
+    if data.startswith(_FILE_HEADER_STEM) and b"\n" in head:
+        version = head[len(_FILE_HEADER_STEM) : head.index(b"\n")].decode("ascii", "replace")
+        raise NotALog(path, f"a log in format v{version}, which this tickflow cannot read (it reads v1): "
+                            "written by a newer tickflow?")
+    first_line = FILE_HEADER.decode().strip()
+    raise NotALog(path, f'it does not start with "{first_line}" (a tickflow log\'s first line), so it is no tickflow log')
 
 
 class Wal:
@@ -199,7 +223,12 @@ class Wal:
         data = self._data
         view = memoryview(data)
         end_of_data = len(data)
-        offset = first = 0
+        start = _records_start(self.path, data)
+        if start is None:  # no log yet: nothing to replay, and the header is (re)written below
+            if data:
+                self.cut = Cut(0, end_of_data, "a torn file header: the log was being created")
+            start = end_of_data = 0
+        offset = first = start
         unpack = HEADER.unpack_from
         crc32 = zlib.crc32
         count = 0
@@ -228,24 +257,24 @@ class Wal:
             why = _check(data, offset) or "bad record"
             if _valid_record_after(data, offset):
                 raise CorruptLog(self.path, offset, why)
-            if offset == 0 and _foreign(data):
-                raise CorruptLog(self.path, 0, why, CorruptLog.FOREIGN)
             self.cut = Cut(offset, end_of_data - offset, why)
             break
         if batch:
             count += len(batch)
             yield first, batch
         self.records = count
-        self.size = offset
         self._data = b""
         self._fd = self.ops.open_append(self.path)
         if self.cut is not None:
             self.ops.truncate(self._fd, offset)
-        if self.cut is not None or offset:
-            # What was replayed counts as durable from here on (a retry is answered from it, a
-            # cancel refused by it), but a crash in `none` mode, or one before a group's sync
-            # returned, can leave records only in the page cache: one sync makes them so.
-            self.ops.sync(self._fd)
+        self.size = offset
+        if offset == 0:
+            self._write(FILE_HEADER)
+        # The header is durable before any record follows it. And what was replayed counts as
+        # durable from here on (a retry is answered from it, a cancel refused by it), but a crash in
+        # `none` mode, or one before a group's sync returned, can leave records only in the page
+        # cache: one sync makes them so.
+        self.ops.sync(self._fd)
 
     def append(self, payloads: list[bytes]) -> None:
         """Write framed records in one write (page cache only; `sync` makes them durable)."""

@@ -10,6 +10,7 @@ import msgspec
 from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Button, Checkbox, Input, Select, Static
+from textual.widgets._toast import Toast
 
 from tickflow.net.client import (
     ApiError,
@@ -18,6 +19,8 @@ from tickflow.net.client import (
     Level,
     Order,
     OrderChanged,
+    Resynced,
+    ServerError,
     StateChanged,
     Trade,
     TradesReceived,
@@ -164,7 +167,7 @@ async def test_swapping_colours_repaints_both_sides() -> None:
 
 async def test_gap_and_reconnect_are_shown() -> None:
     app = fixed_app()
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with app.run_test(size=(140, 40), notifications=True) as pilot:
         await settle(pilot)
         backend: FixedBackend = app.backend  # type: ignore[assignment]
         book = app.market.book
@@ -173,6 +176,7 @@ async def test_gap_and_reconnect_are_shown() -> None:
         backend.emit(GapDetected("ACME", 560, 570, 575))
         await settle(pilot)
         assert "gaps 1" in str(app.query_one("#conn").render())
+        assert any("gap on ACME" in str(toast.render()) for toast in app.screen.query(Toast))
         assert "stale" in str(app.query_one(BookView).render())
         fresh = book_of("ACME", 600, [(9_000, 1, 1)], [(9_100, 2, 1)])
         backend.emit(BookChanged("ACME", fresh, 600, True))
@@ -185,6 +189,22 @@ async def test_gap_and_reconnect_are_shown() -> None:
         backend.emit(connected())
         await settle(pilot)
         assert not app.query_one("#main").has_class("-offline")
+
+
+async def test_a_resync_and_a_server_refusal_are_told_once() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(140, 40), notifications=True) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        backend.emit(Resynced("slow consumer"))
+        backend.emit(ServerError({"error": "unknown op 'frobnicate'"}))
+        await settle(pilot)
+        toasts = [str(toast.render()) for toast in app.screen.query(Toast)]
+        assert sum("resync: slow consumer" in t for t in toasts) == 1
+        assert sum("server: unknown op 'frobnicate'" in t for t in toasts) == 1
+        backend.emit(connected())  # an event without news adds no toast
+        await settle(pilot)
+        assert len(app.screen.query(Toast)) == len(toasts)
 
 
 async def test_market_order_disables_the_price_field() -> None:

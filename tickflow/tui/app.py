@@ -19,7 +19,7 @@ from textual.containers import Container
 from textual.widgets import Footer, Input, Select
 
 from tickflow.cli import server_url
-from tickflow.net.client import Event, StateChanged, TradesReceived
+from tickflow.net.client import Event, ServerError, StateChanged, TradesReceived
 from tickflow.tui import model as m
 from tickflow.tui.actions import OrderActions
 from tickflow.tui.backend import Backend, LiveBackend
@@ -105,6 +105,10 @@ class TickflowApp(OrderActions, App[None]):
     def on_feed_event(self, event: Event) -> None:
         """Called for every feed event (in the session's task): fold it in, ask for one redraw."""
         self._dirty |= self.market.apply(event)
+        if self.market.notice:  # a gap, a resync or a refusal: worth a few seconds of the trader's eye
+            self.notify(self.market.notice, severity="error" if isinstance(event, ServerError) else "warning",
+                        timeout=8)
+            self.market.notice = None
         if isinstance(event, StateChanged) and event.state == "connected":
             self.load_open_orders()  # private updates missed while away
             self.load_symbols()  # a restarted server may list other symbols

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,6 +130,56 @@ def test_simulate_says_the_server_refused_its_tokens(tmp_path: Path) -> None:
         proc.kill()
     assert out.returncode == 1
     assert "tickflow simulate: the server refused account sim-mm1 (unknown token)" in out.stderr
+    assert "give simulate the same file with --tokens" in out.stderr
+    no_traceback(out)
+
+
+def test_simulate_trades_as_the_accounts_of_a_tokens_file(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"t-maker-9f2": "maker", "t-taker-77a": "taker", "t-spare-1c0": "spare"}))
+    proc = ServerProcess(tmp_path / "data", symbols="ACME", extra=["--tokens", str(tokens)]).start()
+    try:
+        out = tickflow("simulate", "--url", proc.url, "--tokens", str(tokens), "--duration", "2", "--rate", "200",
+                       "--makers", "1", "--takers", "1", "--seed", "4")
+        assert out.returncode == 0, out.stderr
+        assert "simulate: done: sent" in out.stdout and ", errors 0," in out.stdout
+        trades = json.loads(urllib.request.urlopen(f"{proc.url}/trades?symbol=ACME&limit=1000", timeout=10).read())
+        assert trades  # the taker crossed the maker's quotes: two accounts, not one trading with itself
+
+        def open_orders(token: str) -> list[dict]:
+            request = urllib.request.Request(f"{proc.url}/orders?status=open",
+                                             headers={"Authorization": f"Bearer {token}"})
+            return json.loads(urllib.request.urlopen(request, timeout=10).read())["orders"]
+
+        assert open_orders("t-maker-9f2")  # the maker's quotes rest under its account
+        assert open_orders("t-spare-1c0") == []  # one maker and one taker: the third account never traded
+        too_few = tickflow("simulate", "--url", proc.url, "--tokens", str(tokens), "--duration", "1",
+                           "--makers", "3", "--takers", "2")
+        assert too_few.returncode == 1
+        assert "3 makers and 2 takers need 5 tokens; the tokens file has 3" in too_few.stderr
+        other = tmp_path / "other.json"
+        other.write_text(json.dumps({"not-the-server's": "maker"}))
+        wrong = tickflow("simulate", "--url", proc.url, "--tokens", str(other), "--duration", "1",
+                         "--makers", "1", "--takers", "0")
+        assert wrong.returncode == 1
+        assert "refused the token of account maker" in wrong.stderr and "tokens file the server was" in wrong.stderr
+    finally:
+        proc.kill()
+    for out in (too_few, wrong):
+        no_traceback(out)
+
+
+@pytest.mark.parametrize("content, says", [
+    ("not json", "cannot read tokens from"),
+    ("{}", "holds no tokens"),
+    ('{"t": "bad name!"}', "bad account name"),
+])
+def test_simulate_checks_its_tokens_file(tmp_path: Path, content: str, says: str) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(content)
+    out = tickflow("simulate", "--tokens", str(tokens), "--duration", "1")
+    assert out.returncode == 2, out.stderr  # a usage error: nothing was tried
+    assert "--tokens: " in out.stderr and says in out.stderr
     no_traceback(out)
 
 

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import fcntl
 import gc
-import json
 import logging
 import os
 import signal
@@ -23,10 +22,11 @@ from aiohttp.http_exceptions import HttpProcessingError
 from tickflow.cli import port_number
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Outcome, Trade
-from tickflow.net.app import ACCOUNT_PATTERN, BODY_TIMEOUT, Exchange, make_app
+from tickflow.net.app import BODY_TIMEOUT, Exchange, make_app
 from tickflow.net.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
 from tickflow.net.protocol import SYMBOL_PATTERN
 from tickflow.net.sequencer import Durability, Sequencer
+from tickflow.net.tokens import TokensError, read_tokens
 from tickflow.net.trade_writer import TradeWriter
 from tickflow.store.replay import recover
 from tickflow.store.trades import TradeStore
@@ -114,31 +114,10 @@ def load_tokens(path: str | None) -> dict[str, str] | None:
     """The --tokens file: a JSON object of token -> account, every entry usable as sent."""
     if path is None:
         return None
-
-    def no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        seen: dict[str, object] = {}
-        for key, value in pairs:
-            if key in seen:
-                raise ValueError(f"the token {key[:4]}... appears twice")
-            seen[key] = value
-        return seen
-
     try:
-        tokens = json.loads(Path(path).read_text(), object_pairs_hook=no_repeats)
-    except (OSError, ValueError) as e:
-        raise StartupError(f"cannot read tokens from {path}: {e}")
-    if not isinstance(tokens, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tokens.items()):
-        raise StartupError(f"{path} must be a JSON object of token -> account name")
-    if not tokens:
-        raise StartupError(f"{path} holds no tokens: nobody could trade")
-    for token, account in tokens.items():
-        if not token or token != token.strip() or not token.isprintable() or len(token) > 4096:
-            # The Authorization header is read stripped: such a token could never be presented.
-            raise StartupError(f"{path}: a token must be 1-4096 printable characters with no space at either "
-                               f"end (the one for account {account[:64]!r} is not)")
-        if not ACCOUNT_PATTERN.match(account):
-            raise StartupError(f"{path}: bad account name {account[:64]!r}: use 1-64 of A-Z a-z 0-9 . _ : @ -")
-    return tokens
+        return read_tokens(path)
+    except TokensError as e:
+        raise StartupError(str(e)) from None
 
 
 def bind(host: str, port: int) -> list[socket.socket]:

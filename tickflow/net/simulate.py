@@ -38,6 +38,7 @@ from tickflow.net.client import (
     SymbolInfo,
     TickflowError,
 )
+from tickflow.net.tokens import TokensError, read_tokens
 
 PREFIX = re.compile(r"\A[A-Za-z0-9._:@-]{1,50}\Z")
 """Account names are `PREFIX-mmN` / `PREFIX-takerN`; the server takes 1-64 of these characters as a name."""
@@ -110,13 +111,14 @@ class Trader:
     """One simulated account with its own WebSocket session."""
 
     def __init__(self, name: str, url: str, symbols: list[str], fair: dict[str, Fair], stats: Stats,
-                 rng: random.Random, *, subscribe: bool) -> None:
+                 rng: random.Random, *, subscribe: bool, token: str | None = None) -> None:
         self.name = name
+        """The account; without a token, its name is its token (a server in open demo mode)."""
         self.fair = fair
         self.stats = stats
         self.rng = rng
         self.symbols = symbols
-        self.session = Session(url, name, symbols=symbols if subscribe else ())
+        self.session = Session(url, token or name, symbols=symbols if subscribe else ())
         self.open: dict[int, Order] = {}
         self.session.add_listener(self._on_event)
 
@@ -252,8 +254,11 @@ def _start_mids(known: dict[str, SymbolInfo], symbols: list[str]) -> dict[str, F
 async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: int = 3, takers: int = 2,
                    duration: float | None = None, seed: int | None = None, report_every: float = 5.0,
                    stop: asyncio.Event | None = None, quiet: bool = False, prefix: str = "sim",
-                   connect_timeout: float = CONNECT_TIMEOUT) -> Stats:
-    """Run the market until `stop` is set or `duration` passes; return what was sent, or raise SimulateError."""
+                   connect_timeout: float = CONNECT_TIMEOUT, tokens: dict[str, str] | None = None) -> Stats:
+    """Run the market until `stop` is set or `duration` passes; return what was sent, or raise SimulateError.
+
+    With `tokens` (token -> account, as a server's --tokens file), the traders are those accounts, makers
+    first, in the file's order; without, they are `PREFIX-mmN` and `PREFIX-takerN`, each name its token."""
     rng = random.Random(seed)
     stop = stop or asyncio.Event()
     stats = Stats()
@@ -262,12 +267,18 @@ async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: 
     if unknown:
         raise SimulateError(f"the server has no symbol {', '.join(unknown)} (it has {', '.join(known) or 'none'})")
     fair = _start_mids(known, symbols)
+    if tokens is None:
+        names = [(None, f"{prefix}-mm{i + 1}") for i in range(makers)]
+        names += [(None, f"{prefix}-taker{i + 1}") for i in range(takers)]
+    else:
+        if len(tokens) < makers + takers:
+            raise SimulateError(f"{makers} makers and {takers} takers need {makers + takers} tokens; "
+                                f"the tokens file has {len(tokens)}")
+        names = list(tokens.items())[: makers + takers]
     traders: list[Trader] = [
-        MarketMaker(f"{prefix}-mm{i + 1}", url, symbols, fair, stats, random.Random(rng.random()), subscribe=False)
-        for i in range(makers)
-    ] + [
-        Taker(f"{prefix}-taker{i + 1}", url, symbols, fair, stats, random.Random(rng.random()), subscribe=True)
-        for i in range(takers)
+        (MarketMaker if i < makers else Taker)(name, url, symbols, fair, stats, random.Random(rng.random()),
+                                               subscribe=i >= makers, token=token)
+        for i, (token, name) in enumerate(names)
     ]
     # Makers act more often than takers, so the book stays deep.
     weights = [3.0 if isinstance(t, MarketMaker) else 1.0 for t in traders]
@@ -322,9 +333,12 @@ async def _connect(traders: list[Trader], timeout: float) -> None:
         try:
             await trader.session.start(timeout=timeout)
         except AuthFailed as e:
+            if trader.session.token != trader.name:
+                raise SimulateError(f"the server refused the token of account {trader.name} ({e}): is it the "
+                                    "tokens file the server was started with?") from e
             raise SimulateError(f"the server refused account {trader.name} ({e}): simulate sends each account's "
-                                "name as its token, which a server started with --tokens accepts only if "
-                                "its tokens file lists it") from e
+                                "name as its token, which a server started with --tokens does not accept; "
+                                "give simulate the same file with --tokens") from e
         except NotConnected as e:
             raise SimulateError(f"no WebSocket session with {trader.session.url} within {timeout:g} s") from e
 
@@ -360,6 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="account name prefix, to run several simulators (default %(default)s)")
     parser.add_argument("--connect-timeout", type=positive_number, default=CONNECT_TIMEOUT, metavar="SECONDS",
                         help="give up when the server cannot be reached for this long (default %(default)s)")
+    parser.add_argument("--tokens", metavar="FILE",
+                        help="the server's tokens file (JSON token -> account): trade as its accounts, makers first")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     symbols = list(dict.fromkeys(s.strip() for s in args.symbols.split(",") if s.strip()))
@@ -367,6 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--symbols: name at least one symbol")
     if args.makers + args.takers == 0:
         parser.error("--makers and --takers: at least one trader is needed")
+    try:
+        tokens = read_tokens(args.tokens) if args.tokens is not None else None
+    except TokensError as e:
+        parser.error(f"--tokens: {e}")
 
     async def run() -> Stats:
         stop = asyncio.Event()
@@ -376,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loop.add_signal_handler(sig, stop.set)
         return await simulate(args.url, symbols, rate=args.rate, makers=args.makers, takers=args.takers,
                               duration=args.duration, seed=args.seed, stop=stop, quiet=args.quiet,
-                              prefix=args.prefix, connect_timeout=args.connect_timeout)
+                              prefix=args.prefix, connect_timeout=args.connect_timeout, tokens=tokens)
 
     try:
         stats = asyncio.run(run())

@@ -15,6 +15,7 @@ import pytest
 from server_process import ServerProcess
 
 from tickflow.core.types import AddSymbol
+from tickflow.store.lock import lock_data_dir
 from tickflow.store.records import decode_record
 from tickflow.store.wal import FILE_HEADER
 
@@ -177,6 +178,53 @@ async def test_tickflow_log_checks_a_log_without_changing_it(tmp_path: Path) -> 
     foreign = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
                              capture_output=True, text=True, timeout=60)
     assert foreign.returncode == 1 and "so it is no tickflow log" in foreign.stderr, foreign.stderr
+
+
+async def test_a_log_from_before_headers_is_refused_with_the_fix_and_upgraded_by_tickflow_log(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def tickflow_log(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data), *extra],
+                              capture_output=True, text=True, timeout=60)
+
+    server = ServerProcess(tmp_path / "data").start()
+    await _trade_a_little(server.url, 4)
+    book = await _get(f"{server.url}/book/ACME")
+    server.stop()
+    log = server.data / "wal.log"
+    headerless = log.read_bytes()[len(FILE_HEADER):]  # as tickflow wrote logs before they had a header
+    log.write_bytes(headerless)
+    with pytest.raises(RuntimeError, match=r"a log written before tickflow logs had a header\? "
+                                           r"`tickflow log --upgrade` gives it one"):
+        server.start(timeout=20)
+    assert log.read_bytes() == headerless
+
+    held = lock_data_dir(server.data)  # as a running server holds it: the upgrade changes nothing
+    try:
+        busy = tickflow_log("--upgrade")
+    finally:
+        os.close(held)
+    assert busy.returncode == 1 and "another tickflow server" in busy.stderr and "stop it first" in busy.stderr
+    assert log.read_bytes() == headerless
+
+    damaged = bytearray(headerless)
+    damaged[12] ^= 1  # the first record's payload: followed by good records, so corruption
+    log.write_bytes(bytes(damaged))
+    refused = tickflow_log("--upgrade")
+    assert refused.returncode == 1 and "not upgraded" in refused.stderr, refused.stderr
+    assert log.read_bytes() == bytes(damaged)
+
+    log.write_bytes(headerless)
+    upgraded = tickflow_log("--upgrade")
+    assert upgraded.returncode == 0 and "added the header" in upgraded.stdout, upgraded.stderr
+    assert log.read_bytes() == FILE_HEADER + headerless
+    assert "nothing to do" in tickflow_log("--upgrade").stdout
+    server.start()
+    try:
+        assert await _get(f"{server.url}/book/ACME") == book
+    finally:
+        server.stop()
 
 
 async def test_sqlite_with_gaps_or_ahead_of_the_log_is_brought_in_line(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from helpers.logs import commands, open_log, payloads, replayed, write_log
 
 from tickflow.core.types import Command, NewOrder
-from tickflow.store.wal import FILE_HEADER, HEADER_SIZE, CorruptLog, Cut, NotALog, Wal, frame
+from tickflow.store.wal import FILE_HEADER, HEADER_SIZE, CorruptLog, Cut, NotALog, Wal, add_header, frame
 
 N = 24
 CMDS = commands(N)
@@ -243,7 +243,6 @@ def test_an_empty_or_missing_log_opens_empty(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text", [
     b"this is not a tickflow log\n" * 200,
     b"\x05\x00\x00\x00" + bytes(60),  # what could pass for a short first record
-    frame(payloads(CMDS[:3])[0]) + frame(payloads(CMDS[:3])[1]),  # records without the header
     bytes(len(FILE_HEADER)) + frame(payloads(CMDS[:1])[0]),  # a zeroed header before a record
     b"tickflow wal v1 " + bytes(40),  # almost the header
 ])
@@ -254,6 +253,19 @@ def test_a_file_that_is_no_log_is_refused_not_cut_to_nothing(tmp_path: Path, tex
         with pytest.raises(NotALog, match='does not start with "tickflow wal v1" .*so it is no tickflow log'):
             list(Wal.open(str(path)).replay())
         assert path.read_bytes() == text
+
+
+def test_a_log_from_before_headers_is_refused_with_the_way_to_upgrade_it(tmp_path: Path) -> None:
+    path = tmp_path / "test.wal"
+    text = frame(payloads(CMDS[:3])[0]) + frame(payloads(CMDS[:3])[1])
+    path.write_bytes(text)
+    with pytest.raises(NotALog, match=r"starts with a whole record but not with \"tickflow wal v1\".*"
+                                      r"`tickflow log --upgrade` gives it one"):
+        list(Wal.open(str(path)).replay())
+    assert path.read_bytes() == text
+    add_header(str(path))
+    assert path.read_bytes() == FILE_HEADER + text
+    assert replayed(str(path))[1].records == 2
 
 
 def test_a_log_in_a_later_format_is_refused_by_name(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fcntl
 import gc
 import logging
 import os
@@ -28,6 +27,7 @@ from tickflow.net.protocol import SYMBOL_PATTERN
 from tickflow.net.sequencer import Durability, Sequencer
 from tickflow.net.tokens import TokensError, read_tokens
 from tickflow.net.trade_writer import TradeWriter
+from tickflow.store.lock import DataDirBusy, lock_data_dir
 from tickflow.store.replay import recover
 from tickflow.store.trades import TradeStore
 from tickflow.store.wal import CorruptLog, Wal
@@ -95,21 +95,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def lock_data_dir(data: Path) -> int:
-    """Hold an exclusive lock on the data directory for the life of the process."""
-    path = data / "LOCK"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise StartupError(f"another tickflow server (pid {holder}) is using {data}; stop it or pick another --data")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
 def load_tokens(path: str | None) -> dict[str, str] | None:
     """The --tokens file: a JSON object of token -> account, every entry usable as sent."""
     if path is None:
@@ -160,6 +145,8 @@ async def serve(args: argparse.Namespace) -> int:
     tokens = load_tokens(args.tokens)
     try:
         lock = lock_data_dir(data)
+    except DataDirBusy as e:
+        raise StartupError(f"{e}; stop it or pick another --data") from None
     except OSError as e:
         raise StartupError(f"cannot lock {data / 'LOCK'}: {e.strerror or e}")
     try:

@@ -183,7 +183,30 @@ def _records_start(path: str, data: bytes) -> int | None:
         raise NotALog(path, f"a log in format v{version}, which this tickflow cannot read (it reads v1): "
                             "written by a newer tickflow?")
     first_line = FILE_HEADER.decode().strip()
+    if _check(data, 0) is None:
+        raise NotALog(path, f'it starts with a whole record but not with "{first_line}": a log written before '
+                            "tickflow logs had a header? `tickflow log --upgrade` gives it one")
     raise NotALog(path, f'it does not start with "{first_line}" (a tickflow log\'s first line), so it is no tickflow log')
+
+
+def add_header(path: str) -> None:
+    """Give a log written before logs had a header its header: the header and the old bytes go to a
+    new file, synced, then renamed over the old one, so a crash leaves one or the other whole."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(FILE_HEADER):
+        return
+    upgraded = f"{path}.upgrading"
+    fd = os.open(upgraded, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(FILE_HEADER + data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(upgraded, path)
+    _sync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 class Wal:

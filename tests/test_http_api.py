@@ -233,15 +233,31 @@ async def test_input_that_only_looks_valid_is_refused(server: ServerProcess) -> 
         for text in (f"+{oid}", f"%20{oid}", f"{oid}%20", "%D9%A1", f"0{oid}_0", f"{oid}.0"):
             st, err = await call(s, "GET", f"{u}/orders/{text}", "alice")
             assert st == 404 and err["field"] == "orderId", text
-        for query in ("depth=%D9%A1", "depth=1_0", "depth=+5", "depth=%205", "depth=5.0"):
+        for query in ("depth=%D9%A1", "depth=1_0", "depth=+5", "depth=%205", "depth=5.0", "depth="):
             st, err = await call(s, "GET", f"{u}/book/ACME?{query}")
             assert st == 400 and err["field"] == "depth", query
+        for path, name in (("/trades?after=", "after"), ("/trades?limit=", "limit"),
+                           ("/bars?symbol=ACME&from=", "from"), ("/bars?symbol=ACME&to=", "to")):
+            st, err = await call(s, "GET", u + path)  # an empty number is no number, not the default
+            assert st == 400 and err["field"] == name, path
         st, err = await call(s, "GET", f"{u}/trades?after=-1")
         assert st == 400 and err["field"] == "after"
         st, err = await call(s, "GET", f"{u}/bars")
         assert st == 400 and err == {"error": "symbol is required", "field": "symbol"}
         _, after = await call(s, "GET", f"{u}/health")
         assert after["seq"] == before["seq"]
+
+
+async def test_what_the_description_allows_is_taken(server: ServerProcess) -> None:
+    """5.0 is the integer 5 in JSON (and in /openapi.json); `from` at or after `to` is an empty range."""
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        body = {"symbol": "ACME", "side": "buy", "price": 100.0, "qty": 5e0}
+        st, placed = await call(s, "POST", f"{u}/orders", "alice", json=body)
+        assert st == 200 and (placed["price"], placed["qty"]) == (100, 5)
+        st, amended = await call(s, "PATCH", f"{u}/orders/{placed['orderId']}", "alice", json={"qty": 4.0})
+        assert st == 200 and amended["qty"] == 4
+        assert await call(s, "GET", f"{u}/bars?symbol=ACME&from=5000&to=5000") == (200, [])
 
 
 async def test_bodies_and_paths_the_server_cannot_read_are_refused_without_a_traceback(server: ServerProcess) -> None:

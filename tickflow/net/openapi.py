@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tickflow.core.types import MAX_PRICE, MAX_QTY
+from tickflow.net.protocol import SYMBOL_PATTERN
 
 INT = {"type": "integer"}
 NULLABLE_INT = {"type": ["integer", "null"]}
 SIDE = {"type": "string", "enum": ["buy", "sell"]}
+
+
+def _ecma(pattern: re.Pattern[str]) -> str:
+    """A Python `\\A...\\Z` pattern as JSON Schema writes it (ECMA-262, where `$` is the very end)."""
+    assert pattern.pattern.startswith("\\A") and pattern.pattern.endswith("\\Z")
+    return f"^{pattern.pattern[2:-2]}$"
+
+
+SYMBOL = {"type": "string", "pattern": _ecma(SYMBOL_PATTERN),
+          "description": "1-16 of A-Z 0-9 . _ -, starting with a letter or digit; one the server lists in /symbols"}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -41,19 +53,32 @@ ORDER = _obj({
     "filledQty": INT, "remainingQty": INT, "fills": {"type": "array", "items": _ref("Fill")},
     "reason": {"type": ["string", "null"]}, "seq": INT, "ts": INT,
 })
-ORDER_REQUEST = _obj({
-    "symbol": {"type": "string"}, "side": SIDE,
+ORDER_RULES = [
+    {"anyOf": [  # a limit order (the default) has a price; a market order has none and cannot be post-only
+        {"properties": {"type": {"const": "limit"}, "price": INT}, "required": ["price"]},
+        {"properties": {"type": {"const": "market"}, "price": {"type": "null"}, "postOnly": {"const": False}},
+         "required": ["type"]},
+    ]},
+    {"anyOf": [  # post-only needs tif gtc
+        {"properties": {"postOnly": {"const": False}}},
+        {"properties": {"tif": {"const": "gtc"}}},
+    ]},
+]
+ORDER_REQUEST = {**_obj({
+    "symbol": SYMBOL, "side": SIDE,
     "type": {"type": "string", "enum": ["limit", "market"], "default": "limit"},
     "price": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_PRICE},
     "qty": {"type": "integer", "minimum": 1, "maximum": MAX_QTY},
     "tif": {"type": "string", "enum": ["gtc", "ioc", "fok"], "default": "gtc"},
     "postOnly": {"type": "boolean", "default": False},
     "clientOrderId": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9._:-]+$"},
-}, required=["symbol", "side", "qty"])
-AMEND_REQUEST = _obj({
+}, required=["symbol", "side", "qty"]), "allOf": ORDER_RULES}
+# null means "leave it as it is", so at least one of the two must be a number.
+AMEND_RULE = [{"required": [name], "properties": {name: INT}} for name in ("qty", "price")]
+AMEND_REQUEST = {**_obj({
     "qty": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_QTY},
     "price": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_PRICE},
-}, required=[])
+}, required=[]), "anyOf": AMEND_RULE}
 ERROR = _obj({"error": {"type": "string"}, "field": {"type": "string"}, "code": {"type": "string"},
               "order": _ref("Order"), "original": _ref("Order")}, required=["error"])
 LEVEL = _obj({"price": INT, "qty": INT, "orders": INT})
@@ -63,8 +88,8 @@ TRADE = _obj({"tradeId": INT, "symbol": {"type": "string"}, "price": INT, "qty":
               "sellOrderId": INT, "aggressor": SIDE, "seq": INT, "ts": INT})
 BAR = _obj({"t": INT, "open": INT, "high": INT, "low": INT, "close": INT, "volume": INT,
             "vwap": {"type": "number"}})
-SYMBOL = _obj({"symbol": {"type": "string"}, "bestBid": NULLABLE_INT, "bestAsk": NULLABLE_INT,
-               "last": NULLABLE_INT})
+SYMBOL_INFO = _obj({"symbol": {"type": "string"}, "bestBid": NULLABLE_INT, "bestAsk": NULLABLE_INT,
+                    "last": NULLABLE_INT})
 HEALTH = _obj({"status": {"type": "string", "enum": ["ok", "degraded", "failed"]}, "seq": INT,
                "durability": {"type": "string", "enum": ["none", "group", "order"]},
                "symbols": {"type": "array", "items": {"type": "string"}},
@@ -87,7 +112,7 @@ OPENAPI: dict[str, Any] = {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         "schemas": {"Order": ORDER, "Fill": FILL, "OrderRequest": ORDER_REQUEST, "AmendRequest": AMEND_REQUEST,
                     "Error": ERROR, "Level": LEVEL, "Book": BOOK, "Trade": TRADE, "Bar": BAR,
-                    "Symbol": SYMBOL, "Health": HEALTH},
+                    "Symbol": SYMBOL_INFO, "Health": HEALTH},
     },
     "paths": {
         "/orders": {
@@ -121,7 +146,7 @@ OPENAPI: dict[str, Any] = {
         "/book/{symbol}": {
             "get": {
                 "summary": "Price levels, best first",
-                "parameters": [{"name": "symbol", "in": "path", "required": True, "schema": {"type": "string"}},
+                "parameters": [{"name": "symbol", "in": "path", "required": True, "schema": SYMBOL},
                                _query("depth", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20})],
                 "responses": {"200": _json(_ref("Book"), "the book"), **_errors(400, 404)},
             }
@@ -129,7 +154,7 @@ OPENAPI: dict[str, Any] = {
         "/trades": {
             "get": {
                 "summary": "Trades in trade-id order",
-                "parameters": [_query("symbol", {"type": "string"}),
+                "parameters": [_query("symbol", SYMBOL),
                                _query("after", {"type": "integer", "minimum": 0, "maximum": 1 << 62, "default": 0}),
                                _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})],
                 "responses": {"200": _json({"type": "array", "items": _ref("Trade")}, "trades"), **_errors(400, 503)},
@@ -138,7 +163,7 @@ OPENAPI: dict[str, Any] = {
         "/bars": {
             "get": {
                 "summary": "OHLC and VWAP bars computed in SQL",
-                "parameters": [_query("symbol", {"type": "string"}, True),
+                "parameters": [_query("symbol", SYMBOL, True),
                                _query("interval", {"type": "string", "enum": ["1m", "5m", "15m", "1h"],
                                                    "default": "1m"}),
                                _query("from", {"type": "integer", "minimum": 0, "maximum": 1 << 50}),

@@ -113,11 +113,21 @@ def decode_json(raw: bytes | str) -> Any:
         raise BadRequest("malformed JSON: nested too deeply") from None
 
 
+WHOLE_NUMBER_FIELDS = ("qty", "price")
+"""Integer fields of request bodies, whose values may also be written 5.0 or 5e0."""
+
+
+def _whole_numbers(data: dict[str, Any]) -> dict[str, Any]:
+    """JSON has one kind of number: 5.0 is the integer 5 (so JSON Schema and /openapi.json say), 5.5 is not."""
+    whole = {k: int(v) for k in WHOLE_NUMBER_FIELDS if type(v := data.get(k)) is float and v.is_integer()}
+    return {**data, **whole} if whole else data
+
+
 def convert(data: Any, kind: type[msgspec.Struct]) -> Any:
     if not isinstance(data, dict):
         raise BadRequest("expected a JSON object")
     try:
-        return msgspec.convert(data, kind)
+        return msgspec.convert(_whole_numbers(data), kind)
     except msgspec.ValidationError as e:
         raise _field_error(e) from None
 

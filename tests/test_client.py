@@ -3,28 +3,42 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import random
-from collections.abc import Iterator
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import msgspec
 import pytest
+from aiohttp import web
 
 from tickflow.demo import ServerProcess
 from tickflow.net.client import (
     ApiError,
+    AuthFailed,
     Backoff,
     BookChanged,
     Client,
+    ConnectionLost,
     Event,
     GapDetected,
+    InvalidURL,
     Level,
     LocalBook,
     NotConnected,
     Order,
     OrderChanged,
+    ProtocolError,
+    RequestTimeout,
     Session,
     StateChanged,
+    TickflowError,
+    Trade,
     TradesReceived,
     ws_url,
 )
@@ -213,8 +227,8 @@ async def test_gap_in_the_feed_resubscribes_for_a_fresh_snapshot(server: ServerP
         assert (gap.held_seq, gap.prev_seq) == (held, held + 999)
         assert not ws.books["ACME"].live and ws.gaps == 1
         await wait_for(lambda: ws.books["ACME"].live)  # the session re-subscribed; a snapshot came back
-        snapshot = [e for e in events if isinstance(e, BookChanged) and e.snapshot]
-        assert len(snapshot) == 2
+        after_gap = events[events.index(gap):]
+        assert [e for e in after_gap if isinstance(e, BookChanged) and e.snapshot]
         await grace.place_order("ACME", "buy", 2, 3)
         http_book = await grace.book("ACME", depth=1000)
         await wait_for(lambda: ws.books["ACME"].seq >= http_book.seq)
@@ -303,8 +317,6 @@ async def test_a_refused_token_stops_the_session(tmp_path: Path) -> None:
     proc = ServerProcess(tmp_path / "data", symbols=["ACME"], extra=["--tokens", str(tokens)])
     proc.start()
     try:
-        from tickflow.net.client import AuthFailed
-
         bad = Session(proc.url, "not-a-token")
         with pytest.raises(AuthFailed):
             await bad.start(timeout=5)
@@ -357,3 +369,354 @@ async def test_events_iterator_sees_the_session_from_connect_to_close(server: Se
     await asyncio.wait_for(consumer, 10)
     assert seen[:2] == ["connecting", "connected"]
     assert "BookChanged" in seen and seen[-1] == "closed"
+
+
+# ---------------------------------------------------------------- from a scripted user's review
+
+
+@contextlib.asynccontextmanager
+async def not_tickflow(ws_handler=None) -> AsyncIterator[str]:  # type: ignore[no-untyped-def]
+    """An HTTP server on 127.0.0.1 that is not tickflow: HTML for /health, the wrong JSON elsewhere, and
+    `ws_handler(ws, message)` (when given) answering what a session sends to /ws."""
+    async def html(request: web.Request) -> web.Response:
+        return web.Response(text="<html>a router's login page</html>", content_type="text/html")
+
+    async def wrong_json(request: web.Request) -> web.Response:
+        return web.json_response({"hello": "world"})
+
+    async def websocket(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for msg in ws:
+            await ws_handler(ws, json.loads(msg.data))
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/health", html)
+    app.router.add_get("/symbols", wrong_json)
+    app.router.add_post("/orders", wrong_json)
+    if ws_handler is not None:
+        app.router.add_get("/ws", websocket)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+def refused_url() -> str:
+    """The address of a port on 127.0.0.1 where nothing listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def other_tasks() -> list[asyncio.Task]:
+    return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+async def test_every_failure_while_the_server_dies_is_a_tickflow_error(tmp_path: Path) -> None:
+    """kill -9 under a stream of orders: a send onto the dying socket raised aiohttp's
+    ClientConnectionResetError, which no `except TickflowError` caught."""
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"], durability="none")
+    proc.start()
+    failures: list[BaseException] = []
+
+    async def trade(ws: Session, n: int) -> None:
+        for i in range(400):
+            try:
+                await ws.place_order("ACME", "buy", 1, 100 + i % 10, client_order_id=f"die-{n}-{i}")
+            except TickflowError as e:
+                failures.append(e)
+                return
+            except Exception as e:  # noqa: BLE001 (what is under test)
+                failures.append(e)
+                return
+
+    try:
+        async with Session(proc.url, "nina") as ws:
+            traders = asyncio.gather(*(trade(ws, n) for n in range(16)))
+            await wait_for(lambda: ws.last_seq > 50, 10)
+            await asyncio.to_thread(proc.kill)
+            await asyncio.wait_for(traders, 30)
+        assert failures and all(isinstance(e, (NotConnected, ConnectionLost)) for e in failures), failures
+    finally:
+        proc.kill()
+
+
+async def test_an_answer_that_is_not_the_protocol_is_a_protocol_error() -> None:
+    async def answer(ws: web.WebSocketResponse, message: dict) -> None:
+        if message["op"] == "auth":
+            await ws.send_json({"type": "auth", "account": "olga"})
+        elif message["op"] == "order":
+            await ws.send_json({"type": "result", "id": message["id"], "status": 200, "body": {"hello": 1}})
+
+    async with not_tickflow(answer) as url:
+        async with Client(url, "olga") as http:
+            with pytest.raises(ProtocolError) as html:
+                await http.health()
+            assert html.value.status == 200 and "login page" in html.value.body
+            with pytest.raises(TickflowError):
+                await http.symbols()
+            with pytest.raises(msgspec.DecodeError):  # what callers caught before keeps working
+                await http.place_order("ACME", "buy", 1, 100)
+        async with Session(url, "olga") as ws:
+            with pytest.raises(ProtocolError):
+                await ws.place_order("ACME", "buy", 1, 100)
+            assert ws.connected  # one odd answer costs that call, not the session
+
+
+async def test_a_session_that_cannot_connect_says_why_and_leaves_nothing_running(tmp_path: Path) -> None:
+    url = refused_url()
+    with pytest.raises(NotConnected) as stopped:
+        async with Session(url, "pia", reconnect=False):
+            pass
+    assert "refused" in str(stopped.value) or "Connect call failed" in str(stopped.value)
+    retrying = Session(url, "pia", backoff=Backoff(0.05, 0.1))
+    with pytest.raises(NotConnected) as late:
+        await retrying.start(timeout=0.5)
+    assert "Connect call failed" in str(late.value)  # the reason, not just "not connected"
+    await retrying.close()
+
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"tok-pia": "pia"}')
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"], extra=["--tokens", str(tokens)])
+    proc.start()
+    try:
+        session = Session(proc.url, "wrong")
+        with pytest.raises(AuthFailed):
+            async with session:
+                pass
+        assert session._http is None  # its aiohttp session is closed, not left for the garbage collector
+    finally:
+        proc.kill()
+    never = Session(url, "pia", backoff=Backoff(0.05, 0.1))
+
+    async def enter() -> None:
+        async with never:
+            pass
+
+    with pytest.raises(asyncio.TimeoutError):  # the caller gives up while async with waits to connect
+        await asyncio.wait_for(enter(), 0.5)
+    assert never.state == "closed" and not other_tasks()  # nothing left reconnecting for no one
+
+
+async def test_no_fill_is_reported_twice_after_a_reconnection(server: ServerProcess) -> None:
+    """An order call's answer is read by its caller after the updates behind it: a fill update read first
+    was overwritten by the older "new" answer, and the order came back as filled again after reconnecting."""
+    filled: list[int] = []
+
+    def listen(e: Event) -> None:
+        if isinstance(e, OrderChanged) and e.order.status == "filled":
+            filled.append(e.order.order_id)
+
+    backoff = Backoff(initial=0.05, maximum=0.1)
+    async with Session(server.url, "quinn", backoff=backoff) as maker, Session(server.url, "rosa") as taker:
+        maker.add_listener(listen)
+
+        async def take() -> None:
+            for _ in range(300):
+                await taker.place_order("BETA", "buy", 1, 777, tif="ioc")
+
+        orders, _ = await asyncio.gather(
+            asyncio.gather(*(maker.place_order("BETA", "sell", 1, 777) for _ in range(300))), take())
+        await wait_for(lambda: len(filled) >= sum(1 for o in orders if o.status != "filled"), 10)
+        assert maker._ws is not None
+        await maker._ws.close()  # the network drops: the session reconnects and reads its orders again
+        await wait_for(lambda: maker.reconnects == 1 and maker.connected)
+        open_left = {o.order_id for o in await maker.http.open_orders()}
+        await asyncio.sleep(0.5)  # let the reading again report what it would
+        assert len(filled) == len(set(filled))
+        for order_id in open_left:
+            await maker.cancel_order(order_id)
+
+
+async def test_closing_while_catching_up_is_quiet(server: ServerProcess, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "tickflow.client")
+    session = Session(server.url, "sara", symbols=["BETA"], backoff=Backoff(0.05, 0.1))
+    await session.start()
+    await session.place_order("BETA", "buy", 1, 10)
+    closing: list[asyncio.Task] = []
+    session.add_listener(lambda e: closing.append(asyncio.ensure_future(session.close()))
+                         if isinstance(e, StateChanged) and e.state == "connected" else None)
+    assert session._ws is not None
+    await session._ws.close()
+    await wait_for(lambda: bool(closing) and closing[0].done())
+    assert session.state == "closed"
+    assert not other_tasks()
+    assert not [r for r in caplog.records if r.name == "tickflow.client"], caplog.text
+    async with Client(server.url, "sara") as http:
+        for order in await http.open_orders():
+            await http.cancel_order(order.order_id)
+
+
+class HeldTrades(Client):
+    """A `Client` whose `GET /trades` waits until `release` is set."""
+
+    release: asyncio.Event
+
+    async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100) -> list[Trade]:
+        await self.release.wait()
+        return await super().trades(symbol, after, limit)
+
+
+async def test_fetching_missed_trades_does_not_hold_up_order_answers(server: ServerProcess) -> None:
+    trades: list[int] = []
+    async with Session(server.url, "tess", symbols=["DELTA"], backoff=Backoff(0.05, 0.1)) as ws, \
+            Client(server.url, "uma") as uma, Client(server.url, "vic") as vic:
+        ws.add_listener(lambda e: trades.extend(t.trade_id for t in e.trades)
+                        if isinstance(e, TradesReceived) and e.symbol == "DELTA" else None)
+        await wait_for(lambda: "DELTA" in ws.books and ws.books["DELTA"].live)
+        await uma.place_order("DELTA", "sell", 1, 9000)
+        await vic.place_order("DELTA", "buy", 1, 9000)
+        await wait_for(lambda: len(trades) >= 1)
+        held = HeldTrades(server.url, "tess")
+        held.release = asyncio.Event()
+        ws._http_client = held
+        assert ws._ws is not None
+        await ws._ws.close()
+        await wait_for(lambda: ws.state == "reconnecting")
+        for _ in range(60):  # more than a snapshot's 50 recent trades: the rest must be fetched
+            await uma.place_order("DELTA", "sell", 1, 9000)
+            await vic.place_order("DELTA", "buy", 1, 9000)
+        await wait_for(lambda: ws.connected and ws.books["DELTA"].live)
+        placed = await ws.place_order("DELTA", "buy", 1, 1, timeout=10)  # answered while the fetch waits
+        assert placed.status == "new"
+        held.release.set()
+        expected = await all_trades(uma, "DELTA", trades[0] - 1)
+        await wait_for(lambda: trades[-1:] == expected[-1:], 10)
+        assert trades == expected  # nothing missed, nothing twice, in order
+        await ws.cancel_order(placed.order_id)
+        await held.close()
+
+
+async def test_a_resync_reads_the_orders_again(server: ServerProcess) -> None:
+    """The server drops a slow consumer's queue, private updates included: a fill in it was lost."""
+    changed: list[Order] = []
+    async with Session(server.url, "ugo") as ws, Client(server.url, "wes") as wes:
+        ws.add_listener(lambda e: changed.append(e.order) if isinstance(e, OrderChanged) else None)
+        resting = await ws.place_order("GAMMA", "sell", 5, 88_000)
+        await ws._send({"op": "auth", "token": "ugo", "updates": False})  # the fill's update goes missing
+        await wait_for(lambda: changed and changed[-1].order_id == resting.order_id)
+        await wes.place_order("GAMMA", "buy", 5, 88_000, tif="ioc")
+        await ws._send({"op": "auth", "token": "ugo", "updates": True})
+        await ws.ping()
+        assert not any(o.status == "filled" for o in changed)
+        await ws.feed('{"type": "resync", "reason": "slow consumer"}')
+        await wait_for(lambda: any(o.order_id == resting.order_id and o.status == "filled" for o in changed))
+
+
+async def test_addresses_are_checked_when_made() -> None:
+    for url in ("127.0.0.1:8080", "ftp://127.0.0.1:21", "http://", "http://host:port", "http://h/?x=1"):
+        with pytest.raises(InvalidURL):
+            Client(url)
+        with pytest.raises(ValueError):  # InvalidURL is both a ValueError and a TickflowError
+            Session(url)
+
+
+async def test_api_error_names_the_engine_reason(server: ServerProcess) -> None:
+    async with Client(server.url, "xena") as http:
+        order = await http.place_order("BETA", "sell", 3, 700_000)
+        with pytest.raises(ApiError) as same:
+            await http.amend_order(order.order_id, qty=3)
+        assert (same.value.status, same.value.code) == (400, "nothing_to_amend")
+        await http.cancel_order(order.order_id)
+        with pytest.raises(ApiError) as gone:
+            await http.cancel_order(order.order_id)
+        assert (gone.value.status, gone.value.code) == (409, "not_open")
+        assert ApiError(409, {"error": "x", "order": {"unexpected": 1}}).order is None  # no ValidationError
+
+
+async def test_close_codes_reason_and_auth(tmp_path: Path) -> None:
+    """1001 (server shutting down) is named in the state; a close before the auth answer is a refused
+    token only with a policy (1008) or application (4xxx) code: 1011 is worth another attempt."""
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"])
+    proc.start()
+    states: list[StateChanged] = []
+    try:
+        async with Session(proc.url, "yara", backoff=Backoff(5, 5)) as ws:
+            ws.add_listener(lambda e: states.append(e) if isinstance(e, StateChanged) else None)
+            await asyncio.to_thread(proc.stop)
+            await wait_for(lambda: ws.state == "reconnecting")
+        assert "1001" in (states[0].error or "") and "shutting down" in (states[0].error or "")
+    finally:
+        proc.kill()
+
+    def closing(code: int):  # type: ignore[no-untyped-def]
+        async def answer(ws: web.WebSocketResponse, message: dict) -> None:
+            await ws.close(code=code, message=b"go away")
+        return answer
+
+    async with not_tickflow(closing(1011)) as url:
+        session = Session(url, "yara", backoff=Backoff(0.05, 0.1))
+        with pytest.raises(NotConnected):
+            await session.start(timeout=1)
+        assert session.state != "closed" and "1011" in (session.last_error or "")
+        await session.close()
+    async with not_tickflow(closing(4001)) as url:
+        with pytest.raises(AuthFailed):
+            async with Session(url, "yara"):
+                pass
+
+
+async def test_start_again_after_the_session_stopped_by_itself(tmp_path: Path) -> None:
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"])
+    proc.start()
+    try:
+        session = Session(proc.url, "zoe", reconnect=False)
+        await session.start()
+        await asyncio.to_thread(proc.kill)
+        await wait_for(lambda: session.state == "closed")
+        with pytest.raises(NotConnected):
+            await session.place_order("ACME", "buy", 1, 1)
+        await asyncio.to_thread(proc.start)
+        await session.start(timeout=10)
+        assert (await session.place_order("ACME", "buy", 1, 1)).status == "new"
+        await session.close()
+    finally:
+        proc.kill()
+
+
+async def test_ping_timeout_and_ping_while_away_are_tickflow_errors() -> None:
+    async def silent(ws: web.WebSocketResponse, message: dict) -> None:
+        if message["op"] == "auth":
+            await ws.send_json({"type": "auth", "account": "abe"})
+        elif message["op"] == "ping" and message.get("answer"):
+            await ws.send_json({"type": "pong"})
+
+    async with not_tickflow(silent) as url, Session(url, "abe", backoff=Backoff(5, 5)) as ws:
+        with pytest.raises(RequestTimeout):
+            await ws.ping(timeout=0.2)
+        assert ws._ws is not None
+        await ws._ws.close()
+        await wait_for(lambda: ws.state == "reconnecting")
+        with pytest.raises(NotConnected):
+            await ws.ping()
+        assert ws._pongs == []  # a ping never sent leaves no waiter for a later pong to answer
+
+
+async def test_a_session_without_private_updates(server: ServerProcess) -> None:
+    events: list[Event] = []
+    async with Session(server.url, "bea", updates=False) as ws, Client(server.url, "cid") as cid:
+        ws.add_listener(events.append)
+        mine = await ws.place_order("GAMMA", "sell", 2, 99_000)
+        taken = await cid.place_order("GAMMA", "buy", 2, 99_000, tif="ioc")
+        assert taken.filled_qty == 2
+        await ws.ping()
+        assert not [e for e in events if isinstance(e, OrderChanged)]
+        assert (await ws.http.get_order(mine.order_id)).status == "filled"
+
+
+def test_the_example_runs_as_documented_also_twice_at_once(server: ServerProcess) -> None:
+    """docs/client_example.py, twice at the same time: a clientOrderId made from the time in seconds was
+    the same in both, so one run got the other's order back and failed to cancel it."""
+    example = Path(__file__).parent.parent / "docs" / "client_example.py"
+    runs = [subprocess.Popen([sys.executable, str(example), server.url], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for run in runs:
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+        assert "cancelled #" in out and "from the trade store" in out

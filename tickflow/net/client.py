@@ -32,14 +32,29 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 import msgspec
 from sortedcontainers import SortedDict
-from urllib.parse import quote
+
+__all__ = [
+    # calls
+    "Client", "Session", "Backoff", "LocalBook", "ws_url", "new_http_session", "MAX_IN_FLIGHT",
+    # wire types
+    "Order", "Fill", "Trade", "Level", "Book", "BookLevel", "Bar", "SymbolInfo", "Health",
+    "Side", "OrderType", "Tif", "Status", "ConnState", "OPEN_STATUSES",
+    # events
+    "Event", "StateChanged", "BookChanged", "TradesReceived", "OrderChanged", "GapDetected", "Resynced",
+    "ServerError",
+    # errors
+    "TickflowError", "ApiError", "ProtocolError", "InvalidURL", "NotConnected", "ConnectionLost", "RequestTimeout",
+    "AuthFailed",
+]
 
 log = logging.getLogger("tickflow.client")
 
@@ -52,6 +67,8 @@ Status = Literal["new", "partially_filled", "filled", "cancelled", "rejected"]
 OPEN_STATUSES = frozenset({"new", "partially_filled"})
 MAX_IN_FLIGHT = 1024
 """Order-entry requests one WebSocket may have in flight (the server answers 429 above it); more wait."""
+CLOSED_MEMORY = 65_536
+"""Closed orders a session remembers, so that an older state read late never reopens one."""
 
 
 def new_http_session() -> aiohttp.ClientSession:
@@ -133,6 +150,8 @@ class Level(msgspec.Struct, frozen=True, array_like=True):
 
 
 class BookLevel(msgspec.Struct, frozen=True):
+    """A level of `GET /book` (a JSON object there; the feed's `Level` is an array with the same fields)."""
+
     price: int
     qty: int
     orders: int
@@ -160,6 +179,8 @@ class Bar(msgspec.Struct, frozen=True):
 
 
 class SymbolInfo(msgspec.Struct, frozen=True, rename="camel"):
+    """`GET /symbols`: a symbol with its best bid, best ask and last trade price (None when there is none)."""
+
     symbol: str
     best_bid: int | None = None
     best_ask: int | None = None
@@ -167,7 +188,7 @@ class SymbolInfo(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class Health(msgspec.Struct, frozen=True):
-    """`GET /health`; fields beyond these are kept in `Client.health_raw()`."""
+    """`GET /health`; `Client.request("GET", "/health")` gives every field of the body as a dict."""
 
     status: str
     seq: int = 0
@@ -216,6 +237,7 @@ class _OrderMsg(msgspec.Struct, tag_field="type", tag="order"):
 
 class _Auth(msgspec.Struct, tag_field="type", tag="auth"):
     account: str
+    updates: bool = True
 
 
 class _Resync(msgspec.Struct, tag_field="type", tag="resync"):
@@ -225,6 +247,7 @@ class _Resync(msgspec.Struct, tag_field="type", tag="resync"):
 class _Error(msgspec.Struct, tag_field="type", tag="error"):
     error: str = ""
     id: Any = None
+    op: Any = None
 
 
 class _Pong(msgspec.Struct, tag_field="type", tag="pong"):
@@ -260,17 +283,41 @@ class ApiError(TickflowError):
         return self.body.get("field") if isinstance(self.body, dict) else None
 
     @property
+    def code(self) -> str | None:
+        """The matching engine's reason, when it refused the command: `not_open`, `unknown_order`,
+        `nothing_to_amend`, `post_only_would_take`, `duplicate_client_order_id`, ..."""
+        code = self.body.get("code") if isinstance(self.body, dict) else None
+        return code if isinstance(code, str) else None
+
+    @property
     def order(self) -> Order | None:
         """The order the error is about (`order` on 409 not-open, `original` on a reused clientOrderId)."""
         if not isinstance(self.body, dict):
             return None
         data = self.body.get("order") or self.body.get("original")
-        return msgspec.convert(data, Order) if isinstance(data, dict) else None
+        try:
+            return msgspec.convert(data, Order) if isinstance(data, dict) else None
+        except msgspec.ValidationError:
+            return None
+
+
+class ProtocolError(TickflowError, msgspec.DecodeError):
+    """A 2xx answer that is not what the protocol describes (not JSON, or not the expected shape): the
+    address is probably not a tickflow server. `status` and `body` (the text) are what came back."""
+
+    def __init__(self, what: str, status: int, raw: bytes, error: Exception) -> None:
+        self.status = status
+        self.body = raw.decode("utf-8", "replace")
+        super().__init__(f"{what}: unexpected answer ({status}): {error}; body {self.body[:80]!r}")
 
 
 class NotConnected(TickflowError):
     """The request was not sent: the session is not connected (it may be reconnecting), or the
     server could not be reached at all."""
+
+
+class InvalidURL(TickflowError, ValueError):
+    """The address is not http(s)://host[:port][/path]."""
 
 
 class ConnectionLost(TickflowError):
@@ -293,6 +340,26 @@ def _decode_body(raw: bytes) -> Any:
         return _json.decode(raw)
     except msgspec.DecodeError:
         return raw.decode("utf-8", "replace")
+
+
+def _decode_as(kind: type[T], raw: bytes, what: str, status: int = 200) -> T:
+    """`raw` as a `kind`, or `ProtocolError` when the answer is not one."""
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.DecodeError as e:  # ValidationError included
+        raise ProtocolError(what, status, raw, e) from e
+
+
+def _base_url(url: str) -> str:
+    """`url` without a trailing /, once it is checked to be http(s)://host[:port][/path]."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a port that is not a number)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise InvalidURL(f"{url!r} is not a server address: {e}") from e
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise InvalidURL(f"{url!r} is not a server address of the form http(s)://host[:port]")
+    return url.rstrip("/")
 
 
 def _order_fields(symbol: str, side: Side, qty: int, price: int | None, type: OrderType | None,
@@ -336,12 +403,15 @@ class Client:
     """The HTTP half of the protocol. Every call raises `ApiError` on a 4xx/5xx answer.
 
     A market order is sent when `price` is None and `type` is not given. Pass `session` to share an
-    `aiohttp.ClientSession`; otherwise one is made and closed by `close()` / `async with`.
+    `aiohttp.ClientSession`; otherwise one is made and closed by `close()` / `async with`. `url` is
+    `http(s)://host[:port]` (anything else raises `InvalidURL`); `timeout` bounds each call in seconds.
+    Every failure is a `TickflowError`: `ApiError` (4xx/5xx), `ProtocolError` (a 2xx answer that is not
+    the protocol's), `NotConnected` (nothing sent), `ConnectionLost` / `RequestTimeout` (outcome unknown).
     """
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 10.0,
                  session: aiohttp.ClientSession | None = None) -> None:
-        self.url = url.rstrip("/")
+        self.url = _base_url(url)
         self.token = token
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session = session
@@ -354,6 +424,7 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
+        """Close the connection pool (unless it was passed in); a later call opens a new one."""
         if self._own_session and self._session is not None:
             await self._session.close()
             self._session = None
@@ -393,7 +464,7 @@ class Client:
 
     async def _typed(self, kind: type[T], method: str, path: str, params: dict[str, Any] | None = None,
                      body: dict[str, Any] | None = None) -> T:
-        return msgspec.json.decode(await self._raw(method, path, params, body), type=kind)
+        return _decode_as(kind, await self._raw(method, path, params, body), f"{method} {path}")
 
     async def place_order(self, symbol: str, side: Side, qty: int, price: int | None = None, *,
                           type: OrderType | None = None, tif: Tif = "gtc", post_only: bool = False,
@@ -411,6 +482,7 @@ class Client:
         return await self._typed(Order, "PATCH", f"/orders/{order_id}", body=_amend_fields(qty, price))
 
     async def get_order(self, order_id: int) -> Order:
+        """`GET /orders/{id}`: the order's current state (`fills` empty); 404 unknown or not yours."""
         return await self._typed(Order, "GET", f"/orders/{order_id}")
 
     async def open_orders(self) -> list[Order]:
@@ -418,6 +490,7 @@ class Client:
         return (await self._typed(_OrderList, "GET", "/orders", {"status": "open"})).orders
 
     async def book(self, symbol: str, depth: int = 20) -> Book:
+        """`GET /book/{symbol}`: the best `depth` levels (1-1000) of each side; 404 unknown symbol."""
         return await self._typed(Book, "GET", f"/book/{quote(symbol, safe='')}", {"depth": depth})
 
     async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100) -> list[Trade]:
@@ -432,9 +505,11 @@ class Client:
         return await self._typed(list[Bar], "GET", "/bars", params)
 
     async def symbols(self) -> list[SymbolInfo]:
+        """`GET /symbols`: every open book with its best prices and last trade."""
         return (await self._typed(_SymbolList, "GET", "/symbols")).symbols
 
     async def health(self) -> Health:
+        """`GET /health`; a 503 (log device failed) raises `ApiError` with the reason in the body."""
         return await self._typed(Health, "GET", "/health")
 
 
@@ -593,6 +668,15 @@ class Backoff:
 # ------------------------------------------------------------------ WebSocket session
 
 
+@dataclass
+class _Backfill:
+    """A symbol's missed trades being fetched over HTTP; the trades that arrive meanwhile wait in `held`."""
+
+    held: list[Trade]
+    upto: int
+    """Fetch up to this trade id: just before the oldest trade a snapshot brought."""
+
+
 class Session:
     """One WebSocket session that keeps itself connected.
 
@@ -603,22 +687,27 @@ class Session:
     on the wire at once; more wait their turn. After every (re)connection the session authenticates
     (when it has a token), subscribes again to `symbols` (each on its own, so an unknown one costs only
     itself: it is reported as a `ServerError`) and waits for fresh snapshots; trades missed while away
-    are fetched over HTTP so `TradesReceived` has no holes, and after a reconnection the account's
-    orders are read again, so an order that changed while away (a fill, say) gives an `OrderChanged`.
+    are fetched over HTTP (beside the socket, so order answers are not held up) so `TradesReceived` has
+    no holes, and after a reconnection or a slow-consumer resync the account's orders are read again, so
+    an order that changed meanwhile (a fill, say) gives an `OrderChanged`. `updates=False` asks the
+    server for no private updates (no `OrderChanged`): for a script that needs only its own answers.
     """
 
     def __init__(self, url: str, token: str | None = None, *, symbols: Iterable[str] = (),
-                 reconnect: bool = True, backoff: Backoff | None = None, heartbeat: float = 5.0,
-                 request_timeout: float = 10.0, connect_timeout: float = 5.0,
+                 updates: bool = True, reconnect: bool = True, backoff: Backoff | None = None,
+                 heartbeat: float = 5.0, request_timeout: float = 10.0, connect_timeout: float = 5.0,
                  http: aiohttp.ClientSession | None = None) -> None:
-        self.url = url.rstrip("/")
+        self.url = _base_url(url)
         self.token = token
+        self.updates = updates
         self.symbols: list[str] = list(dict.fromkeys(symbols))
         self.books: dict[str, LocalBook] = {}
         self.state: ConnState = "closed"
         self.account: str | None = None
         self.last_seq = 0
         """The highest `seq` seen on any message: how far this client has followed the log."""
+        self.last_error: str | None = None
+        """Why the last connection attempt failed or the last connection ended (None once connected)."""
         self.reconnects = 0
         self.gaps = 0
         self._reconnect = reconnect
@@ -630,6 +719,10 @@ class Session:
         self._own_http = http is None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Work beside the connection loop (catching up orders, fetching missed trades)."""
+        self._closers: set[asyncio.Task[None]] = set()
+        """Closing handshakes of connections let go of."""
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
         self._pongs: list[asyncio.Future[None]] = []
@@ -637,8 +730,9 @@ class Session:
         self._queues: list[asyncio.Queue[Event]] = []
         self._connected = asyncio.Event()
         self._closing = False
-        self._fatal: BaseException | None = None
+        self._fatal: AuthFailed | None = None
         self._last_trade: dict[str, int] = {}
+        self._backfills: dict[str, _Backfill] = {}
         self._http_client: Client | None = None
         self._was_connected = False
         self._stopped = False
@@ -646,21 +740,31 @@ class Session:
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._orders: dict[int, Order] = {}
         """The last state seen of each of the account's open orders (to catch up after a reconnection)."""
+        self._closed_orders: OrderedDict[int, None] = OrderedDict()
+        """Orders seen closed, most recent last (at most CLOSED_MEMORY): a closed order stays closed."""
 
     # ---- life cycle
 
     async def __aenter__(self) -> Session:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()  # no session left reconnecting in the background with no one to close it
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def start(self, *, wait: bool = True, timeout: float | None = 10.0) -> None:
-        """Start connecting; with `wait`, return once connected (raise on `timeout` or bad token)."""
-        if self._task is None:
+        """Start connecting (again, if the session stopped by itself); with `wait`, return once connected.
+
+        With `wait` it raises `AuthFailed` when the token is refused (the session has stopped) or
+        `NotConnected` after `timeout` (the session keeps trying: `wait_connected()` again, or `close()`)."""
+        if self._task is None or self._task.done():
             self._closing = False
             self._stopped = False
+            self._fatal = None
             if self._http is None or self._http.closed:
                 self._http = new_http_session()
                 self._own_http = True
@@ -669,21 +773,28 @@ class Session:
             await self.wait_connected(timeout)
 
     async def wait_connected(self, timeout: float | None = None) -> None:
-        """Wait until the session is connected (and authenticated)."""
+        """Wait until the session is connected (and authenticated); `NotConnected` says why not."""
         if self._task is None:
             raise NotConnected("the session was not started")
-        waiter = asyncio.ensure_future(self._connected.wait())
-        try:
-            await asyncio.wait({waiter, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
+        # Let the session run first: a caller that retries in a loop after NotConnected must not
+        # starve it when the socket has just dropped and the loop has not noticed yet.
+        await asyncio.sleep(0)
+        if not self._connected.is_set():
+            waiter = asyncio.ensure_future(self._connected.wait())
+            try:
+                await asyncio.wait({waiter, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
         if self._fatal is not None:
             raise self._fatal
         if not self._connected.is_set():
-            raise NotConnected(f"not connected to {self.url} after {timeout} s")
+            why = f": {self.last_error}" if self.last_error else ""
+            if self._task.done():
+                raise NotConnected(f"not connected to {self.url}: the session has stopped{why}")
+            raise NotConnected(f"not connected to {self.url} after {timeout} s{why}")
 
     async def close(self) -> None:
-        """Close the connection and stop reconnecting."""
+        """Close the connection, stop reconnecting and end the work beside it; safe to call again."""
         self._closing = True
         try:
             if self._task is not None:
@@ -691,10 +802,10 @@ class Session:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await self._task
                 self._task = None
-            if self._ws is not None:
-                await self._ws.close()
+            await self._cancel_tasks()
+            self._disconnect()
+            await asyncio.gather(*self._closers, return_exceptions=True)
         finally:
-            self._ws = None
             if self._own_http and self._http is not None:
                 http, self._http = self._http, None
                 await http.close()
@@ -715,6 +826,18 @@ class Session:
                 self._own_http = True
             self._http_client = Client(self.url, self.token, session=self._http)
         return self._http_client
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run `coro` beside the connection loop (kept here: asyncio holds tasks weakly); close() ends it."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _cancel_tasks(self) -> None:
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # ---- events
 
@@ -767,10 +890,20 @@ class Session:
         self._emit(StateChanged(state, attempt, delay, error, self.account))
 
     def _track(self, order: Order) -> None:
+        """Keep the newest state of each open order. States can come late (an order call's answer is
+        read by its caller after the updates behind it), so an older one never replaces a newer one,
+        and a closed order never reopens."""
+        order_id = order.order_id
+        known = self._orders.get(order_id)
+        if order_id in self._closed_orders or (known is not None and known.seq > order.seq):
+            return
         if order.is_open:
-            self._orders[order.order_id] = order
-        else:
-            self._orders.pop(order.order_id, None)
+            self._orders[order_id] = order
+            return
+        self._orders.pop(order_id, None)
+        self._closed_orders[order_id] = None
+        if len(self._closed_orders) > CLOSED_MEMORY:
+            self._closed_orders.popitem(last=False)
 
     # ---- market data
 
@@ -779,18 +912,19 @@ class Session:
         for s in symbols:
             if s not in self.symbols:
                 self.symbols.append(s)
-        if self._ws is not None and not self._ws.closed and symbols:
-            await self._send({"op": "subscribe", "symbols": list(symbols)})
+        if self.connected and symbols:  # otherwise the next connection subscribes to them
+            await self._send_quietly({"op": "subscribe", "symbols": list(symbols)})
 
     async def unsubscribe(self, *symbols: str) -> None:
+        """Stop following these symbols; their books stay as they were, marked not live."""
         for s in symbols:
             if s in self.symbols:
                 self.symbols.remove(s)
             book = self.books.get(s)
             if book is not None:
                 book.live = False
-        if self._ws is not None and not self._ws.closed and symbols:
-            await self._send({"op": "unsubscribe", "symbols": list(symbols)})
+        if self.connected and symbols:
+            await self._send_quietly({"op": "unsubscribe", "symbols": list(symbols)})
 
     # ---- order entry
 
@@ -815,7 +949,7 @@ class Session:
         status, raw = await self.request(op, timeout)
         if status >= 400:
             raise ApiError(status, _decode_body(raw))
-        order = msgspec.json.decode(raw, type=Order)
+        order = _decode_as(Order, raw, f"{op.get('op')} over the WebSocket", status)
         self._track(order)
         return order
 
@@ -827,68 +961,85 @@ class Session:
         return await self._order_call({"op": "order", **fields}, timeout)
 
     async def cancel_order(self, order_id: int, *, timeout: float | None = None) -> Order:
+        """Cancel over the WebSocket; same answer as `Client.cancel_order`."""
         return await self._order_call({"op": "cancel", "orderId": order_id}, timeout)
 
     async def amend_order(self, order_id: int, *, qty: int | None = None, price: int | None = None,
                           timeout: float | None = None) -> Order:
+        """Amend over the WebSocket; same answer as `Client.amend_order`."""
         return await self._order_call({"op": "amend", "orderId": order_id, **_amend_fields(qty, price)},
                                       timeout)
 
     async def ping(self, timeout: float = 5.0) -> float:
-        """Round trip of `{"op": "ping"}` in seconds."""
-        if self._ws is None or self._ws.closed:
-            raise NotConnected(f"not connected to {self.url} ({self.state})")
+        """Round trip of `{"op": "ping"}` in seconds; `RequestTimeout` when no pong comes in `timeout`."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pongs.append(future)
         start = time.perf_counter()
-        await self._send({"op": "ping"})
-        await asyncio.wait_for(future, timeout)
+        try:
+            await self._send({"op": "ping"})
+        except TickflowError:
+            self._pongs.remove(future)  # never sent: no pong will answer it
+            raise
+        try:
+            await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError as e:
+            raise RequestTimeout(f"no pong in {timeout} s") from e
         return time.perf_counter() - start
 
     # ---- the connection loop
 
     async def _send(self, message: dict[str, Any]) -> None:
+        """Send one message: `NotConnected` when there is no connection, `ConnectionLost` when it fails."""
         ws = self._ws
         if ws is None or ws.closed:
             raise NotConnected(f"not connected to {self.url} ({self.state})")
-        await ws.send_str(_encode(message).decode())
+        try:
+            await ws.send_str(_encode(message).decode())
+        except (aiohttp.ClientError, ConnectionError, OSError, RuntimeError) as e:
+            # The frame may have left in part: the outcome of what it asked is unknown.
+            raise ConnectionLost(f"connection to {self.url} lost while sending: {e}; outcome unknown") from e
+
+    async def _send_quietly(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(TickflowError):
+            await self._send(message)
 
     async def _run(self) -> None:
         attempt = 0
-        first = True
         try:
-            while not self._closing:
-                if first:  # a reconnection was announced, with its delay and reason, before the pause
-                    self._set_state("connecting", attempt)
-                error: str | None = None
-                try:
-                    await self._connect_and_serve()
-                except AuthFailed as e:
-                    self._fatal = e
-                    break
-                except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ConnectionError) as e:
-                    error = f"{type(e).__name__}: {e}".rstrip(": ")
-                except Exception as e:  # a bug in handling a message must not end the session
-                    log.exception("session error; reconnecting")
-                    error = f"{type(e).__name__}: {e}"
-                finally:
-                    self._drop_connection()
+            self._set_state("connecting")  # later attempts are announced with their delay and reason
+            while True:
+                await self._connect_once()
                 if self._was_connected:
                     attempt = 0
                     self.reconnects += 1
-                first = False
-                if not self._reconnect or self._closing:
+                if self._fatal is not None or not self._reconnect or self._closing:
                     break
                 delay = self._backoff.delay(attempt)
                 attempt += 1
-                self._set_state("reconnecting", attempt, delay, error or "connection closed")
+                self._set_state("reconnecting", attempt, delay, self.last_error)
                 await asyncio.sleep(delay)
         finally:
-            self._drop_connection()
+            self._disconnect()
             self._stopped = True
-            self._set_state("closed", error=str(self._fatal) if self._fatal else None)
+            self._set_state("closed", error=None if self._closing else self.last_error)
 
-    async def _connect_and_serve(self) -> None:
+    async def _connect_once(self) -> None:
+        """One connection from its start to its end; `last_error` says why it ended."""
+        try:
+            self.last_error = await self._connect_and_serve()
+        except AuthFailed as e:
+            self._fatal = e
+            self.last_error = str(e)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, TickflowError) as e:
+            self.last_error = f"{type(e).__name__}: {e}".rstrip(": ")
+        except Exception as e:  # a bug in handling a message must not end the session
+            log.exception("session error; reconnecting")
+            self.last_error = f"{type(e).__name__}: {e}"
+        finally:
+            self._disconnect()
+
+    async def _connect_and_serve(self) -> str:
+        """Connect, authenticate and handle messages until the connection ends; return why it ended."""
         self._was_connected = False
         assert self._http is not None
         ws = await asyncio.wait_for(
@@ -896,31 +1047,50 @@ class Session:
             self._connect_timeout)
         self._ws = ws
         if self.token:
-            await self._send({"op": "auth", "token": self.token})
+            auth: dict[str, Any] = {"op": "auth", "token": self.token}
+            if not self.updates:
+                auth["updates"] = False
+            await self._send(auth)
         else:
-            self._on_connected()
-        async for msg in ws:
+            await self._on_connected()
+        while True:
+            msg = await ws.receive()
             if msg.type == aiohttp.WSMsgType.TEXT:
                 await self._on_text(msg.data)
             elif msg.type == aiohttp.WSMsgType.ERROR:
                 raise ConnectionError(f"websocket error: {ws.exception()}")
             elif msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
-                break
-        if not self._was_connected and self.token and ws.close_code not in (None, 1000, 1001, 1006):
-            raise AuthFailed(f"server closed the session before auth (code {ws.close_code})")
+                reason = msg.extra if msg.type == aiohttp.WSMsgType.CLOSE and isinstance(msg.extra, str) else ""
+                return self._why_closed(ws.close_code, reason)
 
-    def _on_connected(self) -> None:
+    def _why_closed(self, code: int | None, reason: str) -> str:
+        """Words for a closed connection (1001 server shutting down, 1013 too slow, ...)."""
+        # A server refusing a token at the door closes with a policy or application code; any other
+        # close before the answer to auth (a restart, an overload) is worth another attempt.
+        if not self._was_connected and self.token and (code == 1008 or 4000 <= (code or 0) < 5000):
+            raise AuthFailed(f"server closed the session before auth (code {code}{': ' + reason if reason else ''})")
+        if reason:
+            return f"connection closed by the server ({code}: {reason})"
+        return "connection closed" if code in (None, 1000, 1006) else f"connection closed (code {code})"
+
+    async def _on_connected(self) -> None:
         self._was_connected = True
+        self.last_error = None
         for book in self.books.values():
             book.live = False
         self._set_state("connected")
-        for symbol in self.symbols:
-            asyncio.ensure_future(self._send_quietly({"op": "subscribe", "symbols": [symbol]}))
-        if self.account is not None and self.reconnects:
-            asyncio.ensure_future(self._catch_up_orders())
+        for symbol in list(self.symbols):
+            await self._send_quietly({"op": "subscribe", "symbols": [symbol]})
+        if self.reconnects:
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        """Read the account's orders again (beside the socket), when it receives their updates."""
+        if self.account is not None and self.updates:
+            self._spawn(self._catch_up_orders())
 
     async def _catch_up_orders(self) -> None:
-        """After a reconnection: read the account's orders again; report any that changed while away.
+        """After a reconnection or a resync: read the account's orders again; report any that changed.
 
         Private updates keep arriving meanwhile, so a state read here is reported only if it is
         newer (a higher `seq`) than the last one seen, and never for an order closed meanwhile."""
@@ -931,23 +1101,17 @@ class Session:
             for order_id in [i for i in before if i not in current]:
                 current[order_id] = await http.get_order(order_id)
         except TickflowError as e:
-            log.warning("could not read the orders again after reconnecting: %s", e)
+            log.warning("could not read the orders again: %s", e)
             return
         for order_id, order in current.items():
             latest = self._orders.get(order_id)
-            if latest is None and order_id in before:
+            if order_id in self._closed_orders or (latest is None and order_id in before):
                 continue  # closed by an update that came in meanwhile: that state is final
             if latest is None or order.seq > latest.seq:
                 self._emit(OrderChanged(order))
 
-    async def _send_quietly(self, message: dict[str, Any]) -> None:
-        with contextlib.suppress(TickflowError, ConnectionError, aiohttp.ClientError):
-            await self._send(message)
-
-    def _drop_connection(self) -> None:
-        ws, self._ws = self._ws, None
-        if ws is not None and not ws.closed:
-            asyncio.ensure_future(ws.close())
+    def _fail_waiters(self) -> None:
+        """The connection ended: what waits for an answer on it will not get one."""
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionLost(f"connection to {self.url} lost; outcome unknown"))
@@ -956,85 +1120,141 @@ class Session:
             if not pong.done():
                 pong.set_exception(ConnectionLost("connection lost"))
         self._pongs.clear()
+
+    def _disconnect(self) -> None:
+        """Let go of the connection at once (no await: no call may find it half gone); it closes beside."""
+        self._fail_waiters()
         for book in self.books.values():
             book.live = False
+        ws, self._ws = self._ws, None
+        if ws is not None and not ws.closed:
+            task = asyncio.ensure_future(self._close_ws(ws))
+            self._closers.add(task)
+            task.add_done_callback(self._closers.discard)
+
+    async def _close_ws(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        with contextlib.suppress(Exception):  # a server that does not answer the close is let go
+            await asyncio.wait_for(ws.close(), self._connect_timeout)
+
+    # ---- messages
 
     async def _on_text(self, data: str) -> None:
         try:
             msg = _ws_decoder.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except msgspec.DecodeError:  # ValidationError included
             log.warning("unrecognised message: %.200s", data)
             return
         if isinstance(msg, _Update):
-            self._on_update(msg)
+            await self._on_update(msg)
         elif isinstance(msg, _Result):
-            future = self._pending.get(msg.id) if isinstance(msg.id, int) else None
-            if future is not None and not future.done():
-                future.set_result((msg.status, bytes(msg.body)))
+            self._on_result(msg)
         elif isinstance(msg, _OrderMsg):
             self.last_seq = max(self.last_seq, msg.order.seq)
             self._emit(OrderChanged(msg.order))
         elif isinstance(msg, _Snapshot):
-            await self._on_snapshot(msg)
+            self._on_snapshot(msg)
         elif isinstance(msg, _Auth):
             self.account = msg.account
-            self._on_connected()
+            await self._on_connected()
         elif isinstance(msg, _Resync):
-            for book in self.books.values():
-                book.live = False
-            self._emit(Resynced(msg.reason))
+            self._on_resync(msg)
         elif isinstance(msg, _Error):
-            body = _json.decode(data)
-            if not self._was_connected and self.token:
-                raise AuthFailed(str(body.get("error") or body))
-            future = self._pending.get(msg.id) if isinstance(msg.id, int) else None
-            if future is not None and not future.done():
-                future.set_result((400, _encode(body)))
-            self._emit(ServerError(body))
+            self._on_error(msg, data)
         elif isinstance(msg, _Pong):
-            if self._pongs:
-                future = self._pongs.pop(0)
-                if not future.done():
-                    future.set_result(None)
+            self._on_pong()
 
-    async def _on_snapshot(self, msg: _Snapshot) -> None:
+    def _on_result(self, msg: _Result) -> None:
+        future = self._pending.get(msg.id) if isinstance(msg.id, int) else None
+        if future is not None and not future.done():
+            future.set_result((msg.status, bytes(msg.body)))
+
+    def _on_error(self, msg: _Error, data: str) -> None:
+        body = _json.decode(data)
+        if not self._was_connected and self.token and msg.op in ("auth", None):
+            raise AuthFailed(str(body.get("error") or body))
+        future = self._pending.get(msg.id) if isinstance(msg.id, int) else None
+        if future is not None and not future.done():
+            future.set_result((400, _encode(body)))
+        self._emit(ServerError(body))
+
+    def _on_pong(self) -> None:
+        if self._pongs:
+            future = self._pongs.pop(0)
+            if not future.done():
+                future.set_result(None)
+
+    def _on_resync(self, msg: _Resync) -> None:
+        """The server dropped what it had queued for us: the books' changes and our private updates."""
+        for book in self.books.values():
+            book.live = False
+        self._emit(Resynced(msg.reason))
+        self._catch_up()
+
+    def _on_snapshot(self, msg: _Snapshot) -> None:
         book = self.books.get(msg.symbol)
         if book is None:
             book = self.books[msg.symbol] = LocalBook(msg.symbol)
         book.load(msg.seq, msg.bids, msg.asks)
         self.last_seq = max(self.last_seq, msg.seq)
         self._emit(BookChanged(msg.symbol, book, msg.seq, True))
-        last = self._last_trade.get(msg.symbol)
-        trades = list(msg.trades)
-        if last is not None and trades and trades[0].trade_id > last + 1:
-            trades = await self._backfill(msg.symbol, last, trades)
-        self._deliver_trades(msg.symbol, trades)
+        self._snapshot_trades(msg.symbol, list(msg.trades))
 
-    async def _backfill(self, symbol: str, last: int, trades: list[Trade]) -> list[Trade]:
-        """Fetch the trades printed while we were away (between `last` and the snapshot's oldest).
+    def _snapshot_trades(self, symbol: str, trades: list[Trade]) -> None:
+        """Deliver a snapshot's trades, after those printed before them that this session has not seen."""
+        running = self._backfills.get(symbol)
+        if running is not None:
+            running.held.extend(trades)
+            if trades:
+                running.upto = max(running.upto, trades[0].trade_id - 1)
+            return
+        last = self._last_trade.get(symbol)
+        if last is not None and trades and trades[0].trade_id > last + 1:
+            self._backfills[symbol] = _Backfill(trades, trades[0].trade_id - 1)
+            self._spawn(self._backfill(symbol, last))
+            return
+        self._deliver_trades(symbol, trades)
+
+    def _update_trades(self, symbol: str, trades: Sequence[Trade]) -> None:
+        running = self._backfills.get(symbol)
+        if running is not None:
+            running.held.extend(trades)  # delivered after the missed ones, in order
+        else:
+            self._deliver_trades(symbol, trades)
+
+    async def _backfill(self, symbol: str, last: int) -> None:
+        """Fetch the trades printed while we were away (after `last`, up to the snapshot's oldest), then
+        deliver them with those that arrived meanwhile, each once and in order."""
+        state = self._backfills[symbol]
+        missed: list[Trade] = []
+        try:
+            missed = await self._fetch_trades(symbol, last, state)
+        finally:
+            del self._backfills[symbol]
+            if not self._closing:
+                trades = {t.trade_id: t for t in [*missed, *state.held]}
+                self._deliver_trades(symbol, [trades[i] for i in sorted(trades)])
+
+    async def _fetch_trades(self, symbol: str, after: int, state: _Backfill) -> list[Trade]:
+        """Pages of `GET /trades` from `after` up to `state.upto`.
 
         The trade store is written just after the feed, so a fetch can briefly lag the snapshot: it
-        is retried a few times until the ids run without a hole into the snapshot's trades."""
-        first = trades[0].trade_id
+        is retried a few times until the ids reach the snapshot's trades."""
         missed: list[Trade] = []
-        after = last
         retries = 0
-        while retries < 5:
+        while after < state.upto and retries < 5:
             try:
                 page = await asyncio.wait_for(self.http.trades(symbol, after=after, limit=1000),
                                               self._request_timeout)
-            except (TickflowError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            except (TickflowError, asyncio.TimeoutError) as e:
                 log.warning("could not fetch missed %s trades: %s", symbol, e)
                 break
             missed.extend(page)
             if page:
                 after = page[-1].trade_id
-            if after >= first - 1:
-                break
-            if len(page) < 1000:  # SQLite may not hold them all yet: try again shortly
+            if after < state.upto and len(page) < 1000:  # SQLite may not hold them all yet: try again shortly
                 retries += 1
                 await asyncio.sleep(0.05 * retries)
-        return sorted({t.trade_id: t for t in [*missed, *trades]}.values(), key=lambda t: t.trade_id)
+        return missed
 
     def _deliver_trades(self, symbol: str, trades: Sequence[Trade]) -> None:
         last = self._last_trade.get(symbol, 0)
@@ -1045,7 +1265,7 @@ class Session:
         elif symbol not in self._last_trade:
             self._last_trade[symbol] = 0
 
-    def _on_update(self, msg: _Update) -> None:
+    async def _on_update(self, msg: _Update) -> None:
         book = self.books.get(msg.symbol)
         if book is None or not book.live:
             return  # waiting for a snapshot: it will include this change
@@ -1053,13 +1273,13 @@ class Session:
             book.live = False
             self.gaps += 1
             self._emit(GapDetected(msg.symbol, book.seq, msg.prev_seq, msg.seq))
-            asyncio.ensure_future(self._send_quietly({"op": "subscribe", "symbols": [msg.symbol]}))
+            await self._send_quietly({"op": "subscribe", "symbols": [msg.symbol]})
             return
         book.apply(msg.seq, msg.bids, msg.asks)
         self.last_seq = max(self.last_seq, msg.seq)
         self._emit(BookChanged(msg.symbol, book, msg.seq, False))
         if msg.trades:
-            self._deliver_trades(msg.symbol, msg.trades)
+            self._update_trades(msg.symbol, msg.trades)
 
     async def feed(self, data: str | bytes) -> None:
         """Handle one server message as if it had arrived on the socket (for tests and replays)."""

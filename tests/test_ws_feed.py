@@ -232,13 +232,13 @@ def metric(text: str, name: str) -> int:
     return int(line.split()[1])
 
 
-def _raw_ws_that_never_reads(port: int) -> socket.socket:
+def _raw_ws_that_never_reads(port: int, path: str = "/ws") -> socket.socket:
     """A WebSocket client with a tiny receive buffer that subscribes and then stops reading."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
     sock.connect(("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
     response = b""
     while b"\r\n\r\n" not in response:
@@ -294,6 +294,93 @@ async def test_a_slow_subscriber_never_stalls_order_entry_or_other_viewers(tmp_p
             reader.cancel()
     finally:
         slow.close()
+        server.kill()
+
+
+def _read_frames(sock: socket.socket, done: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Text frames from a raw WebSocket (the server's are unmasked) until `done(messages)`."""
+    sock.settimeout(timeout)
+    data = b""
+    messages: list[dict[str, Any]] = []
+
+    def need(n: int) -> bytes:
+        nonlocal data
+        while len(data) < n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"closed after {len(messages)} messages")
+            data += chunk
+        out, data = data[:n], data[n:]
+        return out
+
+    while not done(messages):
+        first, second = need(2)
+        length = second & 0x7F
+        if length == 126:
+            length = int.from_bytes(need(2), "big")
+        elif length == 127:
+            length = int.from_bytes(need(8), "big")
+        payload = need(length)
+        if first & 0x0F == 0x1:
+            messages.append(json.loads(payload))
+        elif first & 0x0F == 0x8:
+            raise ConnectionError(f"closed by the server: {payload[:2].hex()} {payload[2:]!r}")
+    return messages
+
+
+async def test_a_resync_never_drops_a_fill_of_the_subscribers_own_orders(tmp_path: Any) -> None:
+    """A slow consumer's market data is dropped and replaced by snapshots; its own order updates are
+    not feed data a snapshot replaces, so every fill still reaches it once it reads again."""
+    server = ServerProcess(tmp_path / "data", extra=["--ws-buffer", "64"]).start()
+    maker = _raw_ws_that_never_reads(server.port, "/ws?token=maker")
+    try:
+        async with aiohttp.ClientSession() as s:
+            resting = []
+            for i in range(20):
+                async with s.post(f"{server.url}/orders", headers={"Authorization": "Bearer maker"},
+                                  json={"symbol": "ACME", "side": "sell", "price": 5000 + i, "qty": 1,
+                                        "clientOrderId": f"m{i}"}) as r:
+                    resting.append((await r.json())["orderId"])
+            trader = await s.ws_connect(server.ws_url + "?token=trader")
+            seller = await s.ws_connect(server.ws_url + "?token=seller")
+            for ws in (trader, seller):
+                await receive_until(ws, lambda got: len(got) >= 1)
+
+            async def call(ws: aiohttp.ClientWebSocketResponse, orders: list[dict[str, Any]]) -> None:
+                for i, order in enumerate(orders):
+                    await ws.send_json({"op": "order", "id": i, "symbol": "ACME", "qty": 1, **order})
+                await receive_until(ws, lambda got: sum(m["type"] == "result" for m in got) >= len(orders), 30)
+
+            async def churn(until_resyncs: int) -> int:
+                """Market data for the maker's stalled socket until the server has resynced it: 100
+                levels laid and swept at once, so each sweep is one update of 100 levels and trades."""
+                for cycle in range(1000):
+                    await call(seller, [{"side": "sell", "price": 3000 + i} for i in range(100)])
+                    await call(trader, [{"side": "buy", "price": 3099, "qty": 100, "tif": "ioc"}])
+                    async with s.get(f"{server.url}/metrics") as r:
+                        resyncs = metric(await r.text(), "tickflow_websocket_resyncs_total")
+                    if resyncs >= until_resyncs:
+                        return resyncs
+                raise AssertionError(f"the stalled socket was never resynced ({resyncs} resyncs)")
+
+            await churn(1)  # the maker's socket is backed up: its feed is being dropped
+            for i in range(20):  # every resting sell is filled while the maker is not reading
+                await trader.send_json({"op": "order", "id": f"take{i}", "symbol": "ACME", "side": "buy",
+                                        "price": 5000 + i, "qty": 1, "tif": "ioc"})
+            await receive_until(trader, lambda got: sum(m["type"] == "result" for m in got) >= 20, 30)
+            resyncs = await churn(2)  # a resync after the fills: before, it dropped their updates
+            assert resyncs <= 3, "the maker must still be connected: more resyncs close it"
+            await trader.close()
+            await seller.close()
+        messages = await asyncio.to_thread(
+            _read_frames, maker,
+            lambda got: any(m["type"] == "resync" for m in got) and {
+                m["order"]["orderId"] for m in got if m["type"] == "order" and m["order"]["status"] == "filled"
+            } >= set(resting))
+        filled = [m["order"]["orderId"] for m in messages if m["type"] == "order" and m["order"]["status"] == "filled"]
+        assert sorted(filled) == sorted(resting)  # each fill once
+    finally:
+        maker.close()
         server.kill()
 
 

@@ -91,8 +91,9 @@ class Subscriber:
         self.wake.set()
 
     def reply(self, message: str | bytes) -> None:
-        """Queue an answer to this connection's own request; a client that sends without reading its
-        answers is closed once MAX_REPLIES of them wait, rather than grow this process's memory."""
+        """Queue an answer to this connection's own request, or an update of its own orders: never
+        dropped for a resync. A client that does not read them is closed once MAX_REPLIES wait, rather
+        than grow this process's memory."""
         if self.closed:
             return
         if len(self.replies) >= MAX_REPLIES:
@@ -210,7 +211,9 @@ class Feed:
                 if subs:
                     message = encode({"type": "order", "order": state})
                     for sub in subs:
-                        sub.send(message)
+                        # Not feed data a snapshot replaces: a fill dropped in a resync would be lost to
+                        # its owner, so it waits with the answers (a client that never reads is closed).
+                        sub.reply(message)
         self._wake_waiters()
 
     def _publish_symbol(self, symbol: str, entry: "_SymbolBatch") -> None:

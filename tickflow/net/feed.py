@@ -27,7 +27,7 @@ MAX_RESYNCS = 3
 """Slow-consumer resyncs tolerated within RESYNC_WINDOW seconds before the connection is closed."""
 RESYNC_WINDOW = 10.0
 MAX_REPLIES = 4096
-"""Answers waiting for a client that does not read them before it is closed (1008)."""
+"""Answers, or updates of its own orders, waiting for a client that does not read them before it is closed (1008)."""
 
 
 class SymbolMirror:
@@ -70,6 +70,7 @@ class Subscriber:
         self.account: str | None = None
         self.buffer: deque[str | bytes] = deque()
         self.replies: deque[str | bytes] = deque()
+        self.private: deque[str | bytes] = deque()
         self.wake = asyncio.Event()
         self.resyncs: deque[float] = deque()
         self.closed = False
@@ -91,16 +92,24 @@ class Subscriber:
         self.wake.set()
 
     def reply(self, message: str | bytes) -> None:
-        """Queue an answer to this connection's own request, or an update of its own orders: never
-        dropped for a resync. A client that does not read them is closed once MAX_REPLIES wait, rather
-        than grow this process's memory."""
+        """Queue an answer to this connection's own request; a client that sends without reading its
+        answers is closed once MAX_REPLIES of them wait, rather than grow this process's memory."""
+        self._keep(self.replies, message, b"too many unread answers: read them before sending more")
+
+    def private_update(self, message: str | bytes) -> None:
+        """Queue an update of this account's own orders. Not feed data a snapshot replaces: a fill
+        dropped in a resync would be lost to its owner, so it is kept like an answer (sent after the
+        answers waiting, before the feed), and a client that never reads is closed instead."""
+        self._keep(self.private, message, b"too many unread order updates: read them")
+
+    def _keep(self, queue: deque[str | bytes], message: str | bytes, why: bytes) -> None:
         if self.closed:
             return
-        if len(self.replies) >= MAX_REPLIES:
-            log.info("closing a WebSocket client that does not read its answers")
-            self.close(1008, b"too many unread answers: read them before sending more")
+        if len(queue) >= MAX_REPLIES:
+            log.info("closing a WebSocket client that does not read what it must not lose")
+            self.close(1008, why)
             return
-        self.replies.append(message)
+        queue.append(message)
         self.wake.set()
 
     def close(self, code: int, why: bytes) -> None:
@@ -108,6 +117,7 @@ class Subscriber:
         self.closed = True
         self.buffer.clear()
         self.replies.clear()
+        self.private.clear()
         self.wake.set()
         asyncio.ensure_future(self._drop(code, why))
 
@@ -144,8 +154,8 @@ class Subscriber:
             while not self.closed:
                 await self.wake.wait()
                 self.wake.clear()
-                while self.replies or self.buffer:
-                    queue = self.replies if self.replies else self.buffer
+                while self.replies or self.private or self.buffer:
+                    queue = self.replies or self.private or self.buffer
                     message = queue.popleft()
                     # Encoded once as UTF-8 JSON bytes, shared by every subscriber, sent as a text frame.
                     # send_frame only suspends when the transport is over its high-water mark.
@@ -211,9 +221,7 @@ class Feed:
                 if subs:
                     message = encode({"type": "order", "order": state})
                     for sub in subs:
-                        # Not feed data a snapshot replaces: a fill dropped in a resync would be lost to
-                        # its owner, so it waits with the answers (a client that never reads is closed).
-                        sub.reply(message)
+                        sub.private_update(message)
         self._wake_waiters()
 
     def _publish_symbol(self, symbol: str, entry: "_SymbolBatch") -> None:

@@ -27,7 +27,8 @@ MAX_RESYNCS = 3
 """Slow-consumer resyncs tolerated within RESYNC_WINDOW seconds before the connection is closed."""
 RESYNC_WINDOW = 10.0
 MAX_REPLIES = 4096
-"""Answers, or updates of its own orders, waiting for a client that does not read them before it is closed (1008)."""
+"""Answers (or updates of its own orders) waiting for a client that does not read them, before it is
+closed (1008)."""
 
 
 class SymbolMirror:

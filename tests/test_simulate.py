@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -14,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tickflow.demo import ServerProcess, free_port
-from tickflow.net.client import Client
-from tickflow.net.simulate import simulate
+from tickflow.net.client import Client, Order, OrderChanged
+from tickflow.net.simulate import MarketMaker, Stats, simulate
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,25 @@ async def test_simulated_market_quotes_trades_and_cancels(server: ServerProcess)
                 break
             await asyncio.sleep(0.05)
         assert trades and {t.aggressor for t in trades} <= {"buy", "sell"}
+
+
+def test_a_stale_answer_never_reopens_a_quote_its_fill_closed() -> None:
+    """A quote filled while its answer was on the way: the fill's update is read first, then the answer
+    ("new", an older seq). The maker must not hold it as open, or it cancels it later for a 409."""
+    stats = Stats()
+    maker = MarketMaker("mm", "http://127.0.0.1:9", ["ACME"], {}, stats, random.Random(1), subscribe=False)
+
+    def order(status: str, seq: int, order_id: int = 7) -> Order:
+        return Order(order_id, "mm", "ACME", "sell", "limit", 5, status, price=100, seq=seq)
+
+    maker._on_event(OrderChanged(order("filled", 12)))
+    maker._on_event(OrderChanged(order("new", 11)))  # the answer, read late
+    assert 7 not in maker.open
+    maker._on_event(OrderChanged(order("partially_filled", 15, order_id=8)))
+    maker._on_event(OrderChanged(order("new", 14, order_id=8)))  # older than what is held
+    assert maker.open[8].status == "partially_filled"
+    maker._on_event(OrderChanged(order("new", 20, order_id=9)))
+    assert set(maker.open) == {8, 9}
 
 
 def test_simulate_command_runs_for_its_duration(server: ServerProcess) -> None:

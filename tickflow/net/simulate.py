@@ -20,10 +20,9 @@ import re
 import signal
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import msgspec
 
 from tickflow.cli import positive_number, server_url
 from tickflow.net.client import (
@@ -34,6 +33,7 @@ from tickflow.net.client import (
     NotConnected,
     Order,
     OrderChanged,
+    ProtocolError,
     Session,
     SymbolInfo,
     TickflowError,
@@ -43,6 +43,8 @@ from tickflow.net.tokens import TokensError, read_tokens
 PREFIX = re.compile(r"\A[A-Za-z0-9._:@-]{1,50}\Z")
 """Account names are `PREFIX-mmN` / `PREFIX-takerN`; the server takes 1-64 of these characters as a name."""
 CONNECT_TIMEOUT = 5.0
+CLOSED_KEPT = 10_000
+"""Closed order ids each trader remembers; a stale answer arrives within moments of the update."""
 
 
 class SimulateError(Exception):
@@ -120,15 +122,24 @@ class Trader:
         self.symbols = symbols
         self.session = Session(url, token or name, symbols=symbols if subscribe else ())
         self.open: dict[int, Order] = {}
+        self.closed: OrderedDict[int, None] = OrderedDict()
+        """Recently closed orders: a call's answer read after the update that closed its order must
+        not put it back (a quote filled while its answer was on the way)."""
         self.session.add_listener(self._on_event)
 
     def _on_event(self, event: object) -> None:
         if isinstance(event, OrderChanged):
             o = event.order
+            held = self.open.get(o.order_id)
+            if o.order_id in self.closed or (held is not None and held.seq > o.seq):
+                return  # older news than what is held
             if o.is_open:
                 self.open[o.order_id] = o
             else:
                 self.open.pop(o.order_id, None)
+                self.closed[o.order_id] = None
+                if len(self.closed) > CLOSED_KEPT:
+                    self.closed.popitem(last=False)
 
     async def call(self, kind: str, coro: object) -> Order | None:
         self.stats.count(kind)
@@ -215,7 +226,7 @@ async def _server_symbols(url: str, timeout: float, stop: asyncio.Event) -> dict
         while True:
             try:
                 return {s.symbol: s for s in await http.symbols()}
-            except (ApiError, msgspec.DecodeError) as e:
+            except (ApiError, ProtocolError) as e:
                 raise SimulateError(f"{url} does not look like a tickflow server: GET /symbols answered {e}") from e
             except (TickflowError, OSError, asyncio.TimeoutError) as e:
                 if stop.is_set():

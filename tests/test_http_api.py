@@ -321,6 +321,24 @@ async def test_an_idle_connection_is_closed_after_the_idle_timeout_but_a_websock
             assert answer.startswith(b"HTTP/1.1 200 "), answer
             silent.close()
             writer.close()
+            # Slow headers (slowloris): a line every 0.2 s keeps the socket busy but never finishes a
+            # request, and the idle timeout still closes it, counted from the connection's start.
+            slow_reader, slow = await asyncio.open_connection("127.0.0.1", server.port)
+            slow.write(b"POST /orders HTTP/1.1\r\nHost: x\r\n")
+            started = asyncio.get_running_loop().time()
+            closed = False
+            while not closed and asyncio.get_running_loop().time() - started < 10:
+                await asyncio.sleep(0.2)
+                try:
+                    slow.write(b"X-Slow: 1\r\n")
+                    await slow.drain()
+                    closed = await asyncio.wait_for(slow_reader.read(1), 0.01) == b""
+                except asyncio.TimeoutError:
+                    pass
+                except ConnectionError:
+                    closed = True
+            assert closed, "a request whose headers never end was not cut off"
+            slow.close()
             await asyncio.sleep(1.5)  # the WebSocket idles three timeouts long
             await ws.send_json({"op": "subscribe", "symbols": ["ACME"]})
             assert (await ws.receive_json(timeout=10))["type"] in ("auth", "snapshot")

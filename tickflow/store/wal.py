@@ -2,10 +2,12 @@
 little-endian, appended in batches.
 
 The header (`tickflow wal v1` and a newline) says what the file is and its format: a file that does
-not start with it is refused, never cut, and a later format is refused by name. Opening a log replays it. A bad record with nothing valid after it is a torn tail from a crash:
-the file is cut back to the last good record and the cut is reported. A bad record that is followed
-by a valid one is corruption: acknowledged records may sit behind it, so opening fails with the
-offset and nothing is truncated.
+not start with it is refused, never cut, and a later format is refused by name.
+
+Opening a log replays it. A bad record with nothing valid after it is a torn tail from a crash: the
+file is cut back to the last good record and the cut is reported. A bad record that is followed by a
+valid one is corruption: acknowledged records may sit behind it, so opening fails with the offset and
+nothing is truncated.
 """
 
 from __future__ import annotations
@@ -186,7 +188,8 @@ def _records_start(path: str, data: bytes) -> int | None:
     if _check(data, 0) is None:
         raise NotALog(path, f'it starts with a whole record but not with "{first_line}": a log written before '
                             "tickflow logs had a header? `tickflow log --upgrade` gives it one")
-    raise NotALog(path, f'it does not start with "{first_line}" (a tickflow log\'s first line), so it is no tickflow log')
+    raise NotALog(path, f'it does not start with "{first_line}" (a tickflow log\'s first line), '
+                        "so it is no tickflow log")
 
 
 def add_header(path: str) -> None:

@@ -59,6 +59,8 @@ async def test_orders_trade_and_show_up_everywhere(server: ServerProcess) -> Non
         assert trades == [{"tradeId": 1, "symbol": "ACME", "price": 101, "qty": 5, "buyOrderId": take["orderId"],
                            "sellOrderId": rest["orderId"], "aggressor": "buy", "seq": take["seq"],
                            "ts": take["ts"]}]
+        assert (await call(s, "GET", f"{u}/trades?symbol=ACME&order=desc&limit=1"))[1] == trades  # the newest
+        assert (await call(s, "GET", f"{u}/trades?order=desc&before=1"))[1] == []  # nothing before the first
         st, bars = await call(s, "GET", f"{u}/bars?symbol=ACME&interval=1m")
         assert st == 200 and len(bars) == 1
         assert bars[0]["open"] == bars[0]["close"] == 101 and bars[0]["volume"] == 5 and bars[0]["vwap"] == 101
@@ -242,6 +244,10 @@ async def test_input_that_only_looks_valid_is_refused(server: ServerProcess) -> 
             assert st == 400 and err["field"] == name, path
         st, err = await call(s, "GET", f"{u}/trades?after=-1")
         assert st == 400 and err["field"] == "after"
+        for query, name in (("order=newest", "order"), ("order=", "order"), ("before=0", "before"),
+                            ("before=", "before"), ("before=x", "before")):
+            st, err = await call(s, "GET", f"{u}/trades?{query}")
+            assert st == 400 and err["field"] == name, query
         st, err = await call(s, "GET", f"{u}/bars")
         assert st == 400 and err == {"error": "symbol is required", "field": "symbol"}
         _, after = await call(s, "GET", f"{u}/health")

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from tickflow.core.types import Trade
-from tickflow.store.trades import BARS_SQL, RECENT_SQL, TRADES_BY_SYMBOL_SQL, TRADES_SQL, TradeStore
+from tickflow.store.trades import BARS_SQL, RECENT_SQL, TRADES_SQL, TradeStore
 
 T0 = 1_764_633_600_000  # a midnight, so buckets of every interval start on it
 MINUTE = 60_000
@@ -130,6 +130,24 @@ async def test_paging_walks_every_trade_once_in_id_order(store: TradeStore) -> N
     assert await store.trades("NOPE", 0, 10) == []
     assert await store.trades(None, 0, 0) == []
     assert await store.trades(None, 0, -1) == []  # not SQLite's "no limit"
+
+
+async def test_paging_back_from_the_newest_walks_every_trade_once(store: TradeStore) -> None:
+    trades = random_trades(random.Random(4), 500, ("ACME", "BOLT", "CORE"), HOUR)
+    await store.insert(trades)
+    for symbol in (None, "ACME", "CORE"):
+        want = [wire(t) for t in trades if symbol is None or t.symbol == symbol]
+        got: list[dict[str, Any]] = []
+        before = None
+        while page := await store.trades(symbol, 0, 9, before=before, newest_first=True):
+            assert len(page) <= 9 and [t["tradeId"] for t in page] == sorted((t["tradeId"] for t in page), reverse=True)
+            got.extend(page)
+            before = page[-1]["tradeId"]
+        assert got == want[::-1]
+    ids = [t.trade_id for t in trades]
+    middle = await store.trades(None, ids[100], 1000, before=ids[110])  # both bounds, oldest first
+    assert [t["tradeId"] for t in middle] == ids[101:110]
+    assert await store.trades(None, 0, 10, before=ids[0]) == []
 
 
 async def test_recent_is_the_newest_trades_oldest_first(store: TradeStore) -> None:
@@ -258,7 +276,8 @@ async def test_queries_use_the_indexes(store: TradeStore, tmp_path: Path) -> Non
     bars = plan(BARS_SQL, {"symbol": "ACME", "interval": MINUTE, "from": T0, "to": T0 + HOUR})
     assert "COVERING INDEX trades_symbol_ts (symbol=? AND ts>? AND ts<?)" in bars
     assert "SCAN trades" not in bars
-    for sql, params in [(TRADES_SQL, (0, 10)), (TRADES_BY_SYMBOL_SQL, ("ACME", 0, 10)), (RECENT_SQL, ("ACME", 10))]:
+    pages = [(sql, ("ACME", 0, 99, 10) if by_symbol else (0, 99, 10)) for (by_symbol, _), sql in TRADES_SQL.items()]
+    for sql, params in [*pages, (RECENT_SQL, ("ACME", 10))]:
         p = plan(sql, params)
         assert "TEMP B-TREE" not in p and "SCAN" not in p, p
 

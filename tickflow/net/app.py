@@ -262,9 +262,13 @@ async def get_trades(request: web.Request) -> web.Response:
     if symbol is not None:
         _symbol(request, symbol)
     after = _int_param(request, "after", 0, 0, 1 << 62)
+    before = _int_param(request, "before", 1 << 62, 1, 1 << 62)
     limit = _int_param(request, "limit", 100, 1, 1000)
+    order = request.query.get("order", "asc")
+    if order not in ("asc", "desc"):
+        raise BadRequest(f"order must be asc or desc, not {protocol.brief(order)}", "order")
     await _trades_caught_up(ex)
-    return _json(await ex.store.trades(symbol, after, limit))
+    return _json(await ex.store.trades(symbol, after, limit, before=before, newest_first=order == "desc"))
 
 
 async def get_bars(request: web.Request) -> web.Response:

@@ -493,9 +493,12 @@ class Client:
         """`GET /book/{symbol}`: the best `depth` levels (1-1000) of each side; 404 unknown symbol."""
         return await self._typed(Book, "GET", f"/book/{quote(symbol, safe='')}", {"depth": depth})
 
-    async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100) -> list[Trade]:
-        """Trades with ids above `after`, in trade-id order, at most `limit` (1-1000)."""
-        params = {"symbol": symbol, "after": after, "limit": limit}
+    async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100, *,
+                     before: int | None = None, newest_first: bool = False) -> list[Trade]:
+        """Trades with after < id < before, in trade-id order, at most `limit` (1-1000). `newest_first`
+        gives the newest of them, newest first: page back with `before` the oldest id seen."""
+        params = {"symbol": symbol, "after": after, "before": before, "limit": limit,
+                  "order": "desc" if newest_first else None}
         return await self._typed(list[Trade], "GET", "/trades", params)
 
     async def bars(self, symbol: str, interval: str = "1m", from_ms: int | None = None,

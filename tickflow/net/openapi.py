@@ -153,9 +153,12 @@ OPENAPI: dict[str, Any] = {
         },
         "/trades": {
             "get": {
-                "summary": "Trades in trade-id order",
+                "summary": "Trades with after < tradeId < before, oldest first (order=desc: the newest first)",
                 "parameters": [_query("symbol", SYMBOL),
                                _query("after", {"type": "integer", "minimum": 0, "maximum": 1 << 62, "default": 0}),
+                               _query("before", {"type": "integer", "minimum": 1, "maximum": 1 << 62,
+                                                 "default": 1 << 62}),
+                               _query("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}),
                                _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})],
                 "responses": {"200": _json({"type": "array", "items": _ref("Trade")}, "trades"), **_errors(400, 503)},
             }

@@ -68,10 +68,12 @@ FROM json_each(?)"""
 _WIRE_COLUMNS: Final = "trade_id, symbol, price, qty, buy_order_id, sell_order_id, aggressor, seq, ts"
 WIRE_KEYS: Final = ("tradeId", "symbol", "price", "qty", "buyOrderId", "sellOrderId", "aggressor", "seq", "ts")
 
-TRADES_SQL: Final = f"SELECT {_WIRE_COLUMNS} FROM trades WHERE trade_id > ? ORDER BY trade_id LIMIT ?"
-TRADES_BY_SYMBOL_SQL: Final = (
-    f"SELECT {_WIRE_COLUMNS} FROM trades WHERE symbol = ? AND trade_id > ? ORDER BY trade_id LIMIT ?"
-)
+TRADES_SQL: Final = {
+    (by_symbol, order): f"SELECT {_WIRE_COLUMNS} FROM trades WHERE {'symbol = ? AND ' if by_symbol else ''}"
+                        f"trade_id > ? AND trade_id < ? ORDER BY trade_id {order} LIMIT ?"
+    for by_symbol in (False, True) for order in ("ASC", "DESC")
+}
+"""(by symbol?, ASC or DESC) -> a range of trades by id; each walks the primary key from its start."""
 RECENT_SQL: Final = f"SELECT {_WIRE_COLUMNS} FROM trades WHERE symbol = ? ORDER BY trade_id DESC LIMIT ?"
 
 # One pass over the covering index groups trades by bucket; open and close are the prices of the
@@ -191,14 +193,16 @@ class TradeStore:
             else:  # Trade's field order is the column order of INSERT_SQL.
                 await db.executemany(INSERT_SQL, [msgspec.structs.astuple(t) for t in trades])
 
-    async def trades(self, symbol: str | None, after: int, limit: int) -> list[dict[str, Any]]:
-        """Up to `limit` trades with ids above `after`, in trade-id order; all symbols when `symbol` is None."""
+    async def trades(self, symbol: str | None, after: int, limit: int, *, before: int | None = None,
+                     newest_first: bool = False) -> list[dict[str, Any]]:
+        """Up to `limit` trades with after < id < before, in trade-id order (the newest of them first, and
+        so the newest `limit`, with `newest_first`); all symbols when `symbol` is None."""
         if limit <= 0:
             return []  # SQLite reads a negative LIMIT as "no limit"
-        if symbol is None:
-            rows = await self._read.execute_fetchall(TRADES_SQL, (after, limit))
-        else:
-            rows = await self._read.execute_fetchall(TRADES_BY_SYMBOL_SQL, (symbol, after, limit))
+        upper = (1 << 63) - 1 if before is None else before
+        sql = TRADES_SQL[(symbol is not None, "DESC" if newest_first else "ASC")]
+        params = (after, upper, limit) if symbol is None else (symbol, after, upper, limit)
+        rows = await self._read.execute_fetchall(sql, params)
         return [dict(zip(WIRE_KEYS, row)) for row in rows]
 
     async def recent(self, symbol: str, limit: int) -> list[dict[str, Any]]:

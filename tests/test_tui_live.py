@@ -61,7 +61,8 @@ async def test_ticket_book_orders_tape_amend_and_cancel(server: ServerProcess) -
     async with app.run_test(size=SIZE) as pilot, Client(server.url, "bob") as bob:
         await until(pilot, lambda: app.market.connected and app.market.book is not None
                     and app.market.book.live, what="connected with a snapshot")
-        assert "connected" in conn_text(app)
+        # The screen follows at its next frame (at most FRAME_RATE a second), not with the model.
+        await until(pilot, lambda: "connected" in conn_text(app), what="the header saying connected")
 
         # Type an order into the ticket and send it with enter.
         await pilot.press("t", *"9990", "tab", *"5", "enter")
@@ -69,8 +70,7 @@ async def test_ticket_book_orders_tape_amend_and_cancel(server: ServerProcess) -
         assert "buy 5 ACME @ 9990" in result_text(app)
         await until(pilot, lambda: app.market.book is not None and app.market.book.best_bid is not None
                     and app.market.book.best_bid.price == 9990, what="the bid in the book")
-        await pilot.pause()
-        assert "9990" in screen_text(app, BookView)
+        await until(pilot, lambda: "9990" in screen_text(app, BookView), what="the bid on the screen")
         mine = app.query_one(MyOrders)
         await until(pilot, lambda: len(mine.orders) == 1, what="the order in My orders")
         order_id = mine.orders[0].order_id
@@ -79,10 +79,9 @@ async def test_ticket_book_orders_tape_amend_and_cancel(server: ServerProcess) -
         await bob.place_order("ACME", "sell", 2, 9990)
         await until(pilot, lambda: any(t.price == 9990 for t in app.market.tape()), what="the trade")
         await until(pilot, lambda: mine.orders and mine.orders[0].filled_qty == 2, what="the fill")
-        await pilot.pause()
-        tape = screen_text(app, TradeTape)
-        assert "9990" in tape and "▼" in tape  # a seller took liquidity
-        assert "2/5" in str(mine.get_row_at(0)[3])
+        await until(pilot, lambda: "9990" in screen_text(app, TradeTape), what="the trade on the tape")
+        assert "▼" in screen_text(app, TradeTape)  # a seller took liquidity
+        await until(pilot, lambda: "2/5" in str(mine.get_row_at(0)[3]), what="the fill in My orders")
 
         # Amend from the keyboard: o, a, new quantity, enter.
         await pilot.press("escape", "o", "a")
@@ -155,9 +154,8 @@ async def test_screen_recovers_after_kill_9_and_restart(tmp_path: Path) -> None:
             await asyncio.to_thread(proc.restart)
             await until(pilot, lambda: app.market.connected and app.market.book is not None
                         and app.market.book.live, timeout=15, what="reconnected with a fresh snapshot")
-            await pilot.pause()
-            assert "connected" in conn_text(app) and "reconnecting" not in conn_text(app)
-            assert not app.query_one(BookView).stale
+            await until(pilot, lambda: "connected" in conn_text(app) and "reconnecting" not in conn_text(app)
+                        and not app.query_one(BookView).stale, what="the screen to say connected again")
             assert app.market.book.best_ask is not None and app.market.book.best_ask.price == 10_050
             assert app.market.seq >= seq_before
             await until(pilot, lambda: app.market.symbols == ["ACME", "GAMMA"], what="the new symbol list")

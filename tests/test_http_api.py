@@ -192,6 +192,20 @@ async def test_bad_orders_get_a_clear_400_and_never_reach_the_log(server: Server
         assert after["seq"] == before["seq"]  # nothing was logged
 
 
+@pytest.mark.parametrize("body", [
+    {"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "k" * 5000: 1},  # an unknown field's name
+    {"symbol": "ACME", "side": "k" * 5000, "price": 100, "qty": 1},  # a value outside an enum
+    {"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "tif": "k" * 5000},
+    {"symbol": "k" * 5000, "side": "buy", "price": 100, "qty": 1},
+])
+async def test_an_error_never_echoes_more_than_40_characters_of_the_input(server: ServerProcess, body: Any) -> None:
+    async with aiohttp.ClientSession() as s:
+        st, err = await call(s, "POST", f"{server.url}/orders", "alice", json=body)
+    assert st == 400
+    assert "k" * 41 not in err["error"] and "k" * 41 not in (err.get("field") or ""), err
+    assert "kkk" in err["error"] + (err.get("field") or "")  # but enough to recognise it
+
+
 async def test_malformed_and_oversized_bodies(server: ServerProcess) -> None:
     u = server.url
     async with aiohttp.ClientSession() as s:

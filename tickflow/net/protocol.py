@@ -89,12 +89,21 @@ _FIELD_RULES = {
 }
 
 
+_QUOTED = re.compile(r"(`|')([^`']{41,})\1")
+"""A quoted value longer than an error message may echo (msgspec quotes what it was sent whole)."""
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def _field_error(e: msgspec.ValidationError) -> BadRequest:
-    """Turn msgspec's message ("Expected `int` >= 1 - at `$.qty`") into a plain rule and a field."""
+    """Turn msgspec's message ("Expected `int` >= 1 - at `$.qty`") into a plain rule and a field;
+    what was sent is quoted at most 40 characters long, as everywhere."""
     text = str(e)
     match = _AT.search(text)
-    field = match.group(1) if match else None
-    message = _AT.sub("", text)
+    field = _cut(match.group(1)) if match else None
+    message = _QUOTED.sub(lambda m: f"{m[1]}{_cut(m[2])}{m[1]}", _AT.sub("", text))
     named = _NAMED.match(message)
     if named:  # "Object missing required field `qty`" names the field inside the message
         inner = named.group(1)

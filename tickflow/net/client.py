@@ -4,8 +4,8 @@ Two halves, sharing one `aiohttp.ClientSession`:
 
 - `Client`: the HTTP calls (place, cancel, amend and get orders, open orders, book, trades, bars,
   symbols, health), each returning a typed result or raising `ApiError` with the status and body.
-- `Session`: one WebSocket that keeps itself up. Order entry correlated by request id (any number in
-  flight), market data applied into a `LocalBook` per symbol (snapshot, then updates checked against
+- `Session`: one WebSocket that keeps itself up. Order entry correlated by request id (up to
+  MAX_IN_FLIGHT on the wire at once; more wait their turn), market data applied into a `LocalBook` per symbol (snapshot, then updates checked against
   `prevSeq`; a gap re-subscribes), private order updates, and reconnection with exponential backoff
   plus jitter that re-authenticates and re-subscribes. What happens is reported as `Event`s, to
   listeners (`add_listener`) and to async iterators (`events()`).
@@ -1187,7 +1187,8 @@ class Session:
                 future.set_result(None)
 
     def _on_resync(self, msg: _Resync) -> None:
-        """The server dropped what it had queued for us: the books' changes and our private updates."""
+        """The server dropped the market data it had queued for us; snapshots follow. Private updates
+        are never dropped, but the orders are read again all the same (an older server dropped them)."""
         for book in self.books.values():
             book.live = False
         self._emit(Resynced(msg.reason))

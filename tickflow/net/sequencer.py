@@ -7,7 +7,11 @@ In `group` mode the fdatasync starts as soon as a batch is written, so the disk 
 batch is matched (store/syncer.py: in a helper process for a real file). A sync covers every batch
 written before it began; when it returns the next sync has already started over whatever was written
 meanwhile, and those batches are answered, in order. Nothing is resolved or published before a sync
-that began after its record was written has returned.
+that began after its record was written has returned. `order` mode takes batches of one and waits for
+each one's sync; `none` answers right after the write.
+
+Some commands are answered at `submit` without a record: a retried clientOrderId (from the engine's
+memory, or the attempt still in flight), and a cancel or amend that is certain to be refused.
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 little-endian, appended in batches.
 
 The header (`tickflow wal v1` and a newline) says what the file is and its format: a file that does
-not start with it is refused, never cut, and a later format is refused by name.
+not start with it is refused, never cut (unless it is empty, or a header torn while the log was
+created, followed by nothing but zeros), and a later format is refused by name.
 
-Opening a log replays it. A bad record with nothing valid after it is a torn tail from a crash: the
-file is cut back to the last good record and the cut is reported. A bad record that is followed by a
+`Wal.open` reads the file; iterating `replay()` (or `replay_batches()`) to the end checks it, cuts a
+torn tail, writes a header torn at creation again, syncs, and opens the file for appending. A bad record
+with nothing valid after it is a torn tail from a crash: the file is cut back to the last good record
+and the cut is reported. A bad record that is followed by a
 valid one is corruption: acknowledged records may sit behind it, so opening fails with the offset and
 nothing is truncated.
 """

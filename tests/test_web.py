@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
@@ -92,7 +93,8 @@ def limit(symbol: str, side: str, price: int, qty: int, **extra: Any) -> dict[st
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    symbols = "ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE,DBL,COMMA,BIG,SWEEP,OUT,FAT,ARROW,FOCUS,CXL,ANSWER"
+    symbols = ("ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE,DBL,COMMA,BIG,SWEEP,OUT,FAT,ARROW,FOCUS,CXL,ANSWER,"
+               "CANDLE,FRESH")
     srv = Server(tmp_path_factory.mktemp("web") / "data", symbols).start()
     yield srv
     srv.stop()
@@ -347,6 +349,42 @@ def test_a_crossing_order_from_another_client_shows_on_the_tape_and_chart(pages:
     fresh = pages.open("erin", "TAPE")
     expect(fresh.locator("#chart-summary")).to_contain_text("high 2010, low 2000, close 2000, volume 7")
     expect(fresh.locator("#tape tr")).to_have_count(2)
+
+
+@pytest.mark.parametrize("seen_before", [True, False])
+def test_a_trade_during_the_candles_load_is_counted_once(pages: Pages, server: Server, seen_before: bool) -> None:
+    """The page holds the trades that arrive while `/bars` loads and adds them on top; one the server had
+    already put in the bars must not count twice. The test holds `/bars` until such a trade is in."""
+    symbol = "CANDLE" if seen_before else "FRESH"
+    if seen_before:  # a trade the page's tape already holds when the candles load
+        call(server, "POST", "/orders", "mm", limit(symbol, "sell", 3000, 2))
+        call(server, "POST", "/orders", "bob", limit(symbol, "buy", 3000, 2))
+    page = pages.open("alice", symbol)
+    page.wait_for_function("() => document.getElementById('chart-summary').textContent !== ''")
+
+    traded: list[bool] = []
+
+    def trade_then_answer(route: Any) -> None:
+        if not traded:  # the first load only (the page may load again, once it has a trade to cut at)
+            traded.append(True)
+            call(server, "POST", "/orders", "mm", limit(symbol, "sell", 3001, 5))
+            call(server, "POST", "/orders", "bob", limit(symbol, "buy", 3001, 5))
+            time.sleep(0.5)  # the trade reaches the page (held: the bars are loading) and the trade store
+        route.continue_()
+
+    def server_volume(interval: str) -> int:  # the newest candle's, as the server computes it
+        status, bars = call(server, "GET", f"/bars?symbol={symbol}&interval={interval}")
+        assert status == 200 and bars
+        return bars[-1]["volume"]
+
+    page.route(re.compile(r"/bars\?"), trade_then_answer)
+    page.select_option("#interval", "1h")  # the candles load again, with the trade in between
+    page.wait_for_timeout(1000)  # any second load has landed too
+    assert traded
+    expect(page.locator("#chart-summary")).to_contain_text(f"volume {server_volume('1h')}")
+    page.unroute(re.compile(r"/bars\?"))
+    page.select_option("#interval", "15m")  # and a plain load agrees
+    expect(page.locator("#chart-summary")).to_contain_text(f"volume {server_volume('15m')}")
 
 
 def test_clicking_or_pressing_enter_on_a_level_copies_its_price(pages: Pages, server: Server) -> None:

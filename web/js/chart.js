@@ -72,7 +72,7 @@ export class PriceChart {
     this.candles = new Candles(INTERVAL_MS[this.interval]);
     this.loading = null; // a load in flight: trades are held until it lands
     this.held = [];
-    this.cutoff = 0; // trades with ids up to this are in the loaded bars
+    this.cutoff = 0; // trades with ids up to this are in the candles already
     this.drawn = -Infinity; // newest bar time handed to the library
     this.chart = createChart(container, {
       autoSize: true,
@@ -110,15 +110,22 @@ export class PriceChart {
     this.candles.full = true;
   }
 
-  /** Show a symbol at an interval: fetch its bars; trades with ids above `cutoff` are added on top. */
-  async load(symbol, interval, cutoff) {
+  /**
+   * Show a symbol at an interval. `seen()` gives the trades already seen, newest first. The bars are
+   * asked for the trades before the newest one's time, and the trades from that time on (seen, or
+   * arriving while the bars load) are added here, each once: a trade that comes in while the bars load
+   * is then never counted twice, in the bars and again on top.
+   */
+  async load(symbol, interval, seen) {
     this.symbol = symbol;
     this.interval = interval;
-    this.cutoff = cutoff;
     this.held = [];
+    const recent = seen();
+    const newest = recent.length ? recent[0] : null;
     const intervalMs = INTERVAL_MS[interval];
-    const to = Date.now() + intervalMs;
-    const from = Math.floor((to - BUCKETS * intervalMs) / intervalMs) * intervalMs;
+    const end = Date.now() + intervalMs;
+    const from = Math.floor((end - BUCKETS * intervalMs) / intervalMs) * intervalMs;
+    const to = newest ? Math.max(newest.ts, from) : end;
     const path = `/bars?symbol=${encodeURIComponent(symbol)}&interval=${interval}&from=${from}&to=${to}`;
     const loading = fetch(path, { cache: "no-store" }).then(async (res) => {
       if (!res.ok) throw new Error(`GET /bars answered ${res.status}`);
@@ -132,10 +139,19 @@ export class PriceChart {
       bars = []; // the live trades still draw; the next (re)connect loads again
     }
     if (this.loading !== loading) return false; // a newer load took over
+    if (!newest && this.held.length) return this.load(symbol, interval, seen); // now with a time to cut at
     this.loading = null;
     this.candles = new Candles(intervalMs);
     this.candles.load(Array.isArray(bars) ? bars : []);
-    for (const t of this.held) if (t.tradeId > this.cutoff) this.candles.addTrade(t);
+    this.cutoff = 0;
+    const added = new Set();
+    for (const t of [...recent.filter((t) => t.ts >= to).reverse(), ...this.held]) {
+      if (t.ts < to || added.has(t.tradeId)) continue;
+      added.add(t.tradeId);
+      this.candles.addTrade(t);
+      this.cutoff = Math.max(this.cutoff, t.tradeId);
+    }
+    if (newest) this.cutoff = Math.max(this.cutoff, newest.tradeId);
     this.held = [];
     return true;
   }

@@ -306,8 +306,7 @@ async function loadOrders() {
 }
 
 function reloadChart() {
-  const last = tape.last();
-  chart.load(page.symbol, page.interval, last ? last.tradeId : 0).then((current) => {
+  chart.load(page.symbol, page.interval, () => tape.trades).then((current) => {
     if (current) invalidate("chart");
   });
 }

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tickflow.demo import ServerProcess, free_port
-from tickflow.net.client import Client, Order, OrderChanged
+from tickflow.net.client import Client, Order
 from tickflow.net.simulate import MarketMaker, Stats, simulate
 
 
@@ -54,13 +54,14 @@ def test_a_stale_answer_never_reopens_a_quote_its_fill_closed() -> None:
     def order(status: str, seq: int, order_id: int = 7) -> Order:
         return Order(order_id, "mm", "ACME", "sell", "limit", 5, status, price=100, seq=seq)
 
-    maker._on_event(OrderChanged(order("filled", 12)))
-    maker._on_event(OrderChanged(order("new", 11)))  # the answer, read late
+    seen = maker.session._track  # what the session does with each update and each call's answer
+    seen(order("filled", 12))
+    seen(order("new", 11))  # the answer, read late
     assert 7 not in maker.open
-    maker._on_event(OrderChanged(order("partially_filled", 15, order_id=8)))
-    maker._on_event(OrderChanged(order("new", 14, order_id=8)))  # older than what is held
+    seen(order("partially_filled", 15, order_id=8))
+    seen(order("new", 14, order_id=8))  # older than what is held
     assert maker.open[8].status == "partially_filled"
-    maker._on_event(OrderChanged(order("new", 20, order_id=9)))
+    seen(order("new", 20, order_id=9))
     assert set(maker.open) == {8, 9}
 
 

@@ -33,8 +33,9 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -819,6 +820,12 @@ class Session:
     @property
     def connected(self) -> bool:
         return self.state == "connected"
+
+    @property
+    def orders(self) -> Mapping[int, Order]:
+        """This account's open orders as last seen by this session (answers to its calls and private
+        updates), by id: never an older state over a newer one, never a closed order again."""
+        return MappingProxyType(self._orders)
 
     @property
     def http(self) -> Client:

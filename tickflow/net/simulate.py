@@ -20,8 +20,7 @@ import re
 import signal
 import sys
 import time
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tickflow.cli import positive_number, server_url
@@ -32,7 +31,6 @@ from tickflow.net.client import (
     ConnectionLost,
     NotConnected,
     Order,
-    OrderChanged,
     ProtocolError,
     Session,
     SymbolInfo,
@@ -43,8 +41,6 @@ from tickflow.net.tokens import TokensError, read_tokens
 PREFIX = re.compile(r"\A[A-Za-z0-9._:@-]{1,50}\Z")
 """Account names are `PREFIX-mmN` / `PREFIX-takerN`; the server takes 1-64 of these characters as a name."""
 CONNECT_TIMEOUT = 5.0
-CLOSED_KEPT = 10_000
-"""Closed order ids each trader remembers; a stale answer arrives within moments of the update."""
 
 
 class SimulateError(Exception):
@@ -121,25 +117,11 @@ class Trader:
         self.rng = rng
         self.symbols = symbols
         self.session = Session(url, token or name, symbols=symbols if subscribe else ())
-        self.open: dict[int, Order] = {}
-        self.closed: OrderedDict[int, None] = OrderedDict()
-        """Recently closed orders: a call's answer read after the update that closed its order must
-        not put it back (a quote filled while its answer was on the way)."""
-        self.session.add_listener(self._on_event)
 
-    def _on_event(self, event: object) -> None:
-        if isinstance(event, OrderChanged):
-            o = event.order
-            held = self.open.get(o.order_id)
-            if o.order_id in self.closed or (held is not None and held.seq > o.seq):
-                return  # older news than what is held
-            if o.is_open:
-                self.open[o.order_id] = o
-            else:
-                self.open.pop(o.order_id, None)
-                self.closed[o.order_id] = None
-                if len(self.closed) > CLOSED_KEPT:
-                    self.closed.popitem(last=False)
+    @property
+    def open(self) -> Mapping[int, Order]:
+        """Its open orders, as its session keeps them (a late answer never reopens a filled quote)."""
+        return self.session.orders
 
     async def call(self, kind: str, coro: object) -> Order | None:
         self.stats.count(kind)
@@ -166,7 +148,6 @@ class Trader:
             return None
         self.stats.ok += 1
         self.stats.filled_qty += sum(f.qty for f in order.fills)
-        self._on_event(OrderChanged(order))
         return order
 
     async def act(self) -> None:

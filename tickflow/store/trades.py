@@ -74,7 +74,6 @@ TRADES_SQL: Final = {
     for by_symbol in (False, True) for order in ("ASC", "DESC")
 }
 """(by symbol?, ASC or DESC) -> a range of trades by id; each walks the primary key from its start."""
-RECENT_SQL: Final = f"SELECT {_WIRE_COLUMNS} FROM trades WHERE symbol = ? ORDER BY trade_id DESC LIMIT ?"
 
 # One pass over the covering index groups trades by bucket; open and close are the prices of the
 # bucket's lowest and highest trade_id, fetched by primary key (two lookups per bar, not per trade).
@@ -207,10 +206,7 @@ class TradeStore:
 
     async def recent(self, symbol: str, limit: int) -> list[dict[str, Any]]:
         """The newest `limit` trades of `symbol`, oldest first."""
-        if limit <= 0:
-            return []
-        rows = await self._read.execute_fetchall(RECENT_SQL, (symbol, limit))
-        return [dict(zip(WIRE_KEYS, row)) for row in reversed(list(rows))]
+        return (await self.trades(symbol, 0, limit, newest_first=True))[::-1]
 
     async def bars(self, symbol: str, interval_ms: int, from_ms: int, to_ms: int) -> list[dict[str, Any]]:
         """OHLC, volume and VWAP per `interval_ms` bucket over trades with from_ms <= ts < to_ms.

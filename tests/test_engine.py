@@ -7,7 +7,9 @@ import copy
 import pytest
 from reference_book import Driver
 
-from tickflow.core.types import MAX_PRICE, MAX_QTY, AddSymbol, NewOrder, Outcome
+from tickflow.core.engine import Engine
+from tickflow.core.types import MAX_PRICE, MAX_QTY, AddSymbol, NewOrder, Outcome, Record
+from tickflow.store.records import decode_record, encode_record
 
 
 @pytest.fixture
@@ -510,3 +512,14 @@ def test_seq_and_ts_come_from_the_command_that_last_changed_the_order(d: Driver)
     d.new("b", "buy", 100, 3)
     state = d.engine.order_state("s", maker)
     assert state is not None and (state.seq, state.ts) == (3, 1003)
+
+
+def test_orders_kept_for_good_share_one_string_per_account_and_symbol() -> None:
+    """Every decoded record brings fresh strings; a million kept orders must not keep a million copies."""
+    engine = Engine(["ACME"])
+    for seq, (side, price) in enumerate([("buy", 90), ("buy", 91), ("sell", 95), ("sell", 90)], 1):
+        record = decode_record(encode_record(Record(seq, 1000 + seq, NewOrder("alice", "ACME", side, "limit", price, 5))))
+        engine.apply(record.seq, record.ts, record.command)
+    orders = engine.orders[1:]
+    assert len({id(o.account) for o in orders}) == 1
+    assert len({id(o.symbol) for o in orders}) == 1

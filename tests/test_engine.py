@@ -440,6 +440,21 @@ def test_retry_with_other_fields_is_refused_and_changes_nothing(d: Driver) -> No
     assert oid(d.new("b", "buy", 99, 1)) == oid(first) + 1  # the refused retry used no order id
 
 
+@pytest.mark.parametrize("change", [
+    {"symbol": "OTHER"}, {"side": "sell"}, {"type": "market", "price": 0, "tif": "ioc"}, {"price": 101},
+    {"qty": 6}, {"tif": "ioc"}, {"post_only": True},
+])
+def test_a_retry_differing_in_any_field_is_refused(d: Driver, change: dict[str, object]) -> None:
+    d.add_symbol("OTHER")
+    fields: dict[str, object] = dict(account="b", symbol="ACME", side="buy", type="limit", price=100, qty=5,
+                                     client_order_id="c1")
+    first = d.apply(NewOrder(**fields))  # type: ignore[arg-type]
+    same = d.apply(NewOrder(**fields))  # type: ignore[arg-type]
+    other = d.apply(NewOrder(**{**fields, **change}))  # type: ignore[arg-type]
+    assert same.replayed and same.error is None and same.result == first.result
+    assert other.replayed and other.error == "duplicate_client_order_id" and other.result == first.result
+
+
 def test_client_order_ids_are_per_account(d: Driver) -> None:
     a = d.new("a", "buy", 100, 5, client_order_id="c1")
     b = d.new("b", "buy", 100, 5, client_order_id="c1")

@@ -85,7 +85,7 @@ def assert_acks_survived(path: str, acks: dict[str, Outcome], commands: dict[str
         assert ack.seq in outcomes, f"acknowledged {cid} (seq {ack.seq}) lost: the log ends at {records}"
         assert as_json(outcomes[ack.seq].result) == as_json(ack.result)
         command = commands[cid]
-        assert engine.idempotency[(command.account, cid)][1].seq == ack.seq
+        assert engine.idempotency[(command.account, cid)].seq == ack.seq
     return records
 
 

@@ -57,7 +57,7 @@ def check_recovers(path: str, count: int, cut: Cut | None) -> None:
     engine, again = replayed(path)
     assert again.cut is None
     assert again.records == again.last_seq == count + len(more)
-    assert engine.idempotency[("late", f"late{count}")][1].seq == count + len(more)
+    assert engine.idempotency[("late", f"late{count}")].seq == count + len(more)
 
 
 def test_an_intact_log_opens_whole(log: tuple[str, list[int], bytes]) -> None:

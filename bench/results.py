@@ -28,8 +28,23 @@ README_START = "<!-- results:start -->"
 README_END = "<!-- results:end -->"
 
 
+def yardstick() -> float:
+    """Millions of steps/s of a fixed pure-Python loop, best of 3: how fast this shared machine runs the
+    interpreter right now. Its speed swings by 2-3x between hours, and absolute figures (the engine,
+    replay) swing with it, so each section records the yardstick taken just before it ran."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(2.0 / best, 1)
+
+
 def _run(name: str, cmd: list[str]) -> dict[str, Any]:
-    print(f"running {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    speed = yardstick()
+    print(f"running {name} (yardstick {speed} M steps/s): {' '.join(cmd)}", file=sys.stderr, flush=True)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -38,7 +53,11 @@ def _run(name: str, cmd: list[str]) -> dict[str, Any]:
     result = json.loads(lines[-1])
     result["_command"] = " ".join(["python", *cmd[1:]]).replace(str(ROOT) + "/", "")
     result["_seconds"] = round(time.monotonic() - started, 1)
+    result["_yardstick"] = speed
     return result
+
+
+SECTIONS = ("engine", "log", "commit", "commit256", "synccost", "e2e", "bars")
 
 
 def machine() -> dict[str, str]:
@@ -284,6 +303,14 @@ def render(r: dict[str, Any], commands: list[str]) -> str:
         lines += ["", "![throughput and latency by durability mode](results.png)"]
     lines += ["", "## Commands", "", "All of them, and this page: `python bench/results.py`. One by one:", "", "```sh"]
     lines += commands + ["```", ""]
+    speeds = [(name, r[name]["_yardstick"]) for name in SECTIONS if name in r and "_yardstick" in r[name]]
+    if speeds:
+        lines += ["The machine's speed when each section started (`yardstick()` in bench/results.py: millions of "
+                  "steps/s of a fixed pure-Python loop, best of 3; it has read from 12 to 26 within a minute here). "
+                  "Absolute figures such as replay's records/s move with it; the ratios are measured in alternating "
+                  "rounds and move much less.", "",
+                  "| section | yardstick, M steps/s |", "| --- | ---: |"]
+        lines += [f"| {name} | {speed} |" for name, speed in speeds] + [""]
     return "\n".join(lines)
 
 

@@ -7,7 +7,9 @@ import asyncio
 import re
 
 import msgspec
+from rich.text import Text
 from textual import events
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Button, Checkbox, Input, Select, Static
 from textual.widgets._toast import Toast
@@ -29,6 +31,7 @@ from tickflow.tui import model as m
 from tickflow.tui.amend import check_amend
 from tickflow.tui.app import TickflowApp
 from tickflow.tui.book import BookView, depth_bar
+from tickflow.tui.candles import Candle
 from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import ACTIONS, TickflowCommands
 from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, order
@@ -163,6 +166,34 @@ async def test_swapping_colours_repaints_both_sides() -> None:
         assert any(Palette(False).sell in s for s in styles_before)
         assert any(Palette(True).sell in s for s in styles_after)  # asks now drawn in green
         assert "▼" in str(after) and "▲" in str(after)  # the arrows stay
+
+
+class _ChartApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield PriceChart(interval=0)
+
+
+def _body_colours(chart: PriceChart) -> set[str]:
+    """The colours the candles' bodies are drawn in."""
+    text = chart.render()
+    assert isinstance(text, Text)
+    return {str(span.style.color.triplet.hex) for span in text.spans  # type: ignore[union-attr]
+            if "█" in text.plain[span.start:span.end] and span.style.color is not None}
+
+
+async def test_a_doji_candle_is_drawn_in_the_up_colour_as_on_the_web_page() -> None:
+    """web/js/chart.js colours a candle up when close >= open; plotext on its own only when close > open."""
+    t0 = 1_764_684_000_000
+    up, down = Palette().buy, Palette().sell
+    async with _ChartApp().run_test(size=(60, 20)) as pilot:
+        chart = pilot.app.query_one(PriceChart)
+        for candles, colours in (([Candle(t0, 100, 102, 98, 100, 5), Candle(t0 + 60_000, 99, 99, 99, 99, 1)], {up}),
+                                 ([Candle(t0, 100, 103, 97, 102, 5)], {up}),
+                                 ([Candle(t0, 100, 101, 96, 97, 5)], {down}),
+                                 ([Candle(t0, 100, 100, 95, 96, 5), Candle(t0 + 60_000, 96, 99, 96, 96, 2)], {up, down})):
+            chart.show("ACME", candles)
+            await pilot.pause()
+            assert _body_colours(chart) == colours, candles
 
 
 async def test_gap_and_reconnect_are_shown() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from itertools import groupby
 
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
 from tickflow.tui import format as fmt
 from tickflow.tui.candles import Candle
@@ -76,9 +78,7 @@ class PriceChart(PlotextPlot):
             slots = max(MIN_SLOTS, 1 - offsets[0])
             xs = [slots - 1 + off for off in offsets]
             plt.xlim(-0.5, slots - 0.5)
-            data = {"Open": [c.open for c in candles], "High": [c.high for c in candles],
-                    "Low": [c.low for c in candles], "Close": [c.close for c in candles]}
-            plt.candlestick(xs, data, colors=[_plotext_colour(palette.buy), _plotext_colour(palette.sell)])
+            _draw_candles(plt, xs, candles, palette)
             picks = _label_picks(xs, slots, self.size.width)
             plt.xticks([xs[i] for i in picks], [fmt.minute(candles[i].t, self.utc) for i in picks])
             low, high = min(c.low for c in candles), max(c.high for c in candles)
@@ -90,6 +90,20 @@ class PriceChart(PlotextPlot):
             # On the frame, not in the plot: the candles get every row.
             self.border_subtitle = f"last {last}  {sign}{change} ({pct:+.2f}%)  vol {sum(c.volume for c in candles):,}"
         self.refresh()
+
+
+def _draw_candles(plt: Plot, xs: list[int], candles: list[Candle], palette: Palette) -> None:
+    """Up candles (close at or above open, as the web page has it) in the buy colour, the others in the
+    sell colour. plotext calls a candle up only when close > open, so a doji would come out in the sell
+    colour: each run of same-coloured candles is drawn on its own, in its one colour, oldest first (where
+    candles share a column, the newer is drawn over the older, as in one call)."""
+    runs = groupby(zip(xs, candles), key=lambda pair: pair[1].close >= pair[1].open)
+    for up, run in runs:
+        pairs = list(run)
+        rgb = _plotext_colour(palette.buy if up else palette.sell)
+        data = {"Open": [c.open for _, c in pairs], "High": [c.high for _, c in pairs],
+                "Low": [c.low for _, c in pairs], "Close": [c.close for _, c in pairs]}
+        plt.candlestick([x for x, _ in pairs], data, colors=[rgb, rgb])
 
 
 def _label_picks(xs: list[int], slots: int, width: int) -> list[int]:

@@ -69,6 +69,9 @@ async def main() -> None:
         await asyncio.sleep(0.2)  # let the trades and private updates arrive
         book = bob.books["ACME"]
         print(f"local book: bid {book.best_bid}, ask {book.best_ask}, spread {book.spread}")
+        top = await bob.http.book("ACME", depth=5)  # GET /book's BookLevels equal the feed's Levels
+        if top.seq == book.seq:  # (the same moment of the book: on a busy market it may have moved on)
+            print(f"GET /book agrees with the local book: {(top.bids, top.asks) == (book.bids(5), book.asks(5))}")
         cancelled = await bob.cancel_order(orders[1].order_id)
         print(f"cancelled #{cancelled.order_id}: {cancelled.remaining_qty} taken off the book")
 

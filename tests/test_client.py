@@ -23,6 +23,7 @@ from tickflow.net.client import (
     AuthFailed,
     Backoff,
     BookChanged,
+    BookLevel,
     Client,
     ConnectionLost,
     Event,
@@ -61,11 +62,6 @@ async def wait_for(predicate, timeout: float = 5.0) -> None:  # type: ignore[no-
         await asyncio.sleep(0.02)
 
 
-def book_levels(book: LocalBook) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
-    return ([(lv.price, lv.qty, lv.orders) for lv in book.bids()],
-            [(lv.price, lv.qty, lv.orders) for lv in book.asks()])
-
-
 # ---------------------------------------------------------------- pure parts
 
 
@@ -81,6 +77,19 @@ def test_local_book_applies_snapshot_and_updates() -> None:
     assert [lv.price for lv in book.asks()] == [102, 103]
     assert book.bids(1) == [Level(101, 4, 1)]
     assert len(book) == 4
+
+
+def test_feed_and_http_levels_are_equal_with_the_same_fields() -> None:
+    """The feed's `Level` (an array on the wire) and GET /book's `BookLevel` (an object) are one level to
+    a user: equal with the same numbers, one set member, one dict key; each keeps its own wire form."""
+    feed, http = Level(100, 5, 2), BookLevel(100, 5, 2)
+    assert feed == http and http == feed and not feed != http and not http != feed
+    assert [feed, Level(99, 1, 1)] == [http, BookLevel(99, 1, 1)]
+    assert feed != BookLevel(100, 5, 3) and http != Level(101, 5, 2) and feed != (100, 5, 2)
+    assert {feed, http} == {feed} and {http: "x"}[feed] == "x"
+    assert msgspec.json.encode([feed, http]) == b'[[100,5,2],{"price":100,"qty":5,"orders":2}]'
+    assert msgspec.json.decode(b'{"price":100,"qty":5,"orders":2}', type=BookLevel) == feed
+    assert msgspec.json.decode(b'[100,5,2]', type=Level) == http
 
 
 def test_backoff_grows_is_capped_and_jittered() -> None:
@@ -203,9 +212,9 @@ async def test_ws_book_follows_the_server_and_private_updates(server: ServerProc
         await erin.place_order("DELTA", "sell", 4, 400)  # fills part of dave's bid
         http_book = await erin.book("DELTA", depth=100)
         await wait_for(lambda: ws.books["DELTA"].seq >= http_book.seq)
-        assert book_levels(ws.books["DELTA"]) == (
-            [(lv.price, lv.qty, lv.orders) for lv in http_book.bids],
-            [(lv.price, lv.qty, lv.orders) for lv in http_book.asks])
+        # GET /book's BookLevels and the feed's Levels: compared as they come, no conversion.
+        assert (ws.books["DELTA"].bids(), ws.books["DELTA"].asks()) == (http_book.bids, http_book.asks)
+        assert http_book.bids[0] == ws.books["DELTA"].best_bid and http_book.asks == ws.books["DELTA"].asks(100)
         await wait_for(lambda: any(isinstance(e, OrderChanged) and e.order.order_id == resting.order_id
                                    and e.order.filled_qty == 4 for e in events))
         fill = next(e for e in events if isinstance(e, OrderChanged) and e.order.filled_qty == 4)

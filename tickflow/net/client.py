@@ -143,19 +143,34 @@ class Trade(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class Level(msgspec.Struct, frozen=True, array_like=True):
-    """A price level: total quantity and number of orders at `price`."""
+    """A price level: total quantity and number of orders at `price` (the feed's `[price, qty, orders]`).
+
+    Levels are equal when their fields are, whichever wire form they came from: a `LocalBook`'s levels
+    compare equal to `GET /book`'s (`BookLevel`) at the same seq.
+    """
 
     price: int
     qty: int
     orders: int
 
+    # msgspec's own comparison also wants the same class; a level is its three numbers.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Level):
+            return (self.price, self.qty, self.orders) == (other.price, other.qty, other.orders)
+        return NotImplemented
 
-class BookLevel(msgspec.Struct, frozen=True):
-    """A level of `GET /book` (a JSON object there; the feed's `Level` is an array with the same fields)."""
+    def __ne__(self, other: object) -> bool:
+        if isinstance(other, Level):
+            return (self.price, self.qty, self.orders) != (other.price, other.qty, other.orders)
+        return NotImplemented
 
-    price: int
-    qty: int
-    orders: int
+    def __hash__(self) -> int:
+        return hash((self.price, self.qty, self.orders))
+
+
+class BookLevel(Level, frozen=True, array_like=False):
+    """A level of `GET /book`: a `Level` that is a JSON object on the wire, equal to the feed's `Level`
+    with the same fields."""
 
 
 class Book(msgspec.Struct, frozen=True):

@@ -77,6 +77,46 @@ async def test_orders_trade_and_show_up_everywhere(server: ServerProcess) -> Non
         assert book["bids"] == [] and book["asks"] == []
 
 
+def bars_of(trades: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Minute bars over `trades` (oldest first), as the server computes them."""
+    buckets: dict[int, list[dict[str, Any]]] = {}
+    for t in trades:
+        buckets.setdefault(t["ts"] - t["ts"] % 60_000, []).append(t)
+    return [{"t": b, "open": ts[0]["price"], "high": max(t["price"] for t in ts), "low": min(t["price"] for t in ts),
+             "close": ts[-1]["price"], "volume": sum(t["qty"] for t in ts),
+             "vwap": pytest.approx(sum(t["price"] * t["qty"] for t in ts) / sum(t["qty"] for t in ts))}
+            for b, ts in sorted(buckets.items())]
+
+
+async def test_bars_cut_by_trade_id_hold_exactly_the_trades_below_it(server: ServerProcess) -> None:
+    """One market order sweeping 100 levels makes 100 trades in one millisecond; `before` cuts between
+    them (a client holding only the newest of them asks for the bars up to the one it holds)."""
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        rests = [order(side="sell", price=1000 + i, qty=i % 4 + 1) for i in range(100)]
+        rested = await asyncio.gather(*(call(s, "POST", f"{u}/orders", "mm", json=r) for r in rests))
+        assert {st for st, _ in rested} == {200}
+        total = sum(r["qty"] for r in rests)
+        st, sweep = await call(s, "POST", f"{u}/orders", "bob", json=order(price=None, qty=total, type="market"))
+        assert st == 200 and sweep["status"] == "filled" and len(sweep["fills"]) == 100
+        st, trades = await call(s, "GET", f"{u}/trades?symbol=ACME&limit=1000")
+        assert st == 200 and [t["tradeId"] for t in trades] == [f["tradeId"] for f in sweep["fills"]]
+        assert {t["ts"] for t in trades} == {sweep["ts"]}
+        first = trades[0]["tradeId"]
+        window = f"{u}/bars?symbol=ACME&from={sweep['ts'] - 60_000}&to={sweep['ts'] + 1}"
+        for cut in (first, first + 1, first + 37, first + 99, first + 100, 1 << 62):
+            st, bars = await call(s, "GET", f"{window}&before={cut}")
+            want = bars_of([t for t in trades if t["tradeId"] < cut])
+            assert st == 200 and bars == want, cut
+        assert (await call(s, "GET", window))[1] == bars_of(trades)  # no cut: every trade in the window
+        # A cut by time alone cannot split the millisecond: all of it or none.
+        assert (await call(s, "GET", f"{u}/bars?symbol=ACME&to={sweep['ts']}&before={first + 50}"))[1] == []
+
+        for text in ("", "0", "-1", "x", "1.5", "+5", "%205", str((1 << 62) + 1), "9" * 20):
+            st, err = await call(s, "GET", f"{window}&before={text}")
+            assert st == 400 and err["field"] == "before", text
+
+
 async def test_amend_keeps_or_loses_priority(server: ServerProcess) -> None:
     u = server.url
     async with aiohttp.ClientSession() as s:

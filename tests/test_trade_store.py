@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from tickflow.core.types import Trade
-from tickflow.store.trades import BARS_SQL, TRADES_SQL, TradeStore
+from tickflow.store.trades import BARS_BEFORE_SQL, BARS_SQL, TRADES_SQL, TradeStore
 
 T0 = 1_764_633_600_000  # a midnight, so buckets of every interval start on it
 MINUTE = 60_000
@@ -46,10 +46,11 @@ def random_trades(rng: random.Random, n: int, symbols: tuple[str, ...], span_ms:
     return trades
 
 
-def reference_bars(trades: list[Trade], symbol: str, interval: int, start: int, end: int) -> list[dict[str, Any]]:
+def reference_bars(trades: list[Trade], symbol: str, interval: int, start: int, end: int,
+                   before: int = 1 << 62) -> list[dict[str, Any]]:
     buckets: dict[int, list[Trade]] = {}
     for t in sorted(trades, key=lambda t: t.trade_id):
-        if t.symbol == symbol and start <= t.ts < end:
+        if t.symbol == symbol and start <= t.ts < end and t.trade_id < before:
             buckets.setdefault(t.ts - t.ts % interval, []).append(t)
     bars = []
     for t0, ts in sorted(buckets.items()):
@@ -176,6 +177,25 @@ async def test_bars_match_a_python_computation(store: TradeStore, seed: int) -> 
                 got = await store.bars(symbol, interval, start, end)
                 want = reference_bars(trades, symbol, interval, start, end)
                 assert got == [{**w, "vwap": pytest.approx(w["vwap"], rel=1e-12)} for w in want]
+    for before in [1, 2, len(trades), len(trades) + 1, 1 << 62] + [rng.randint(1, len(trades)) for _ in range(8)]:
+        for start, end in ranges[:1] + ranges[3:6]:
+            got = await store.bars("ACME", MINUTE, start, end, before=before)
+            want = reference_bars(trades, "ACME", MINUTE, start, end, before)
+            assert got == [{**w, "vwap": pytest.approx(w["vwap"], rel=1e-12)} for w in want], before
+
+
+async def test_bars_cut_by_trade_id_inside_one_millisecond(store: TradeStore) -> None:
+    """One order sweeping a book makes many trades in one millisecond: `before` cuts between them,
+    where no time can."""
+    sweep = [trade(i, price=100 + i, qty=i, ts=T0 + 7) for i in range(1, 101)]
+    await store.insert([trade(1000, price=1, ts=T0 + 8)] + sweep)  # a later trade the cuts leave out
+    for before in (2, 51, 100, 101):
+        [bar] = await store.bars("ACME", MINUTE, T0, T0 + MINUTE, before=before)
+        assert bar == {"t": T0, "open": 101, "high": 100 + before - 1, "low": 101, "close": 100 + before - 1,
+                       "volume": sum(range(before)), "vwap": pytest.approx(
+                           sum((100 + i) * i for i in range(1, before)) / sum(range(before)))}
+    assert await store.bars("ACME", MINUTE, T0, T0 + MINUTE, before=1) == []
+    assert (await store.bars("ACME", MINUTE, T0, T0 + 8, before=1001))[0]["volume"] == sum(range(101))
 
 
 async def test_bars_at_bucket_edges(store: TradeStore) -> None:
@@ -273,9 +293,10 @@ async def test_queries_use_the_indexes(store: TradeStore, tmp_path: Path) -> Non
         with sqlite3.connect(path) as db:
             return " | ".join(row[-1] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params))
 
-    bars = plan(BARS_SQL, {"symbol": "ACME", "interval": MINUTE, "from": T0, "to": T0 + HOUR})
-    assert "COVERING INDEX trades_symbol_ts (symbol=? AND ts>? AND ts<?)" in bars
-    assert "SCAN trades" not in bars
+    window = {"symbol": "ACME", "interval": MINUTE, "from": T0, "to": T0 + HOUR}
+    for bars in (plan(BARS_SQL, window), plan(BARS_BEFORE_SQL, {**window, "before": 50})):
+        assert "COVERING INDEX trades_symbol_ts (symbol=? AND ts>? AND ts<?)" in bars
+        assert "SCAN trades" not in bars
     pages = [(sql, ("ACME", 0, 99, 10) if by_symbol else (0, 99, 10)) for (by_symbol, _), sql in TRADES_SQL.items()]
     for sql, params in pages:  # the snapshot's recent trades are the newest-first page
         p = plan(sql, params)

@@ -280,10 +280,12 @@ async def get_bars(request: web.Request) -> web.Response:
     now = int(time.time() * 1000)
     to = _int_param(request, "to", now + 1, 0, 1 << 50)
     start = _int_param(request, "from", to - 3_600_000, 0, 1 << 50)
+    # A trade id, as in /trades: many trades can share the millisecond `to` would cut at.
+    before = _int_param(request, "before", 1 << 62, 1, 1 << 62) if "before" in request.query else None
     if start >= to:  # an empty range has no bars (OpenAPI cannot say from < to, so this is no error)
         return _json([])
     await _trades_caught_up(ex)
-    return _json(await ex.store.bars(symbol, INTERVALS[interval], start, to))
+    return _json(await ex.store.bars(symbol, INTERVALS[interval], start, to, before=before))
 
 
 async def get_symbols(request: web.Request) -> web.Response:

@@ -518,9 +518,10 @@ class Client:
         return await self._typed(list[Trade], "GET", "/trades", params)
 
     async def bars(self, symbol: str, interval: str = "1m", from_ms: int | None = None,
-                   to_ms: int | None = None) -> list[Bar]:
-        """OHLC bars, oldest first; the server defaults to the last hour."""
-        params = {"symbol": symbol, "interval": interval, "from": from_ms, "to": to_ms}
+                   to_ms: int | None = None, *, before: int | None = None) -> list[Bar]:
+        """OHLC bars over the trades with from_ms <= ts < to_ms, oldest first; the server defaults to the
+        last hour. `before` counts only trades with smaller ids: bars up to a trade held, exactly."""
+        params = {"symbol": symbol, "interval": interval, "from": from_ms, "to": to_ms, "before": before}
         return await self._typed(list[Bar], "GET", "/bars", params)
 
     async def symbols(self) -> list[SymbolInfo]:

@@ -165,12 +165,14 @@ OPENAPI: dict[str, Any] = {
         },
         "/bars": {
             "get": {
-                "summary": "OHLC and VWAP bars computed in SQL",
+                "summary": "OHLC and VWAP bars computed in SQL over the trades with from <= ts < to "
+                           "(and tradeId < before)",
                 "parameters": [_query("symbol", SYMBOL, True),
                                _query("interval", {"type": "string", "enum": ["1m", "5m", "15m", "1h"],
                                                    "default": "1m"}),
                                _query("from", {"type": "integer", "minimum": 0, "maximum": 1 << 50}),
-                               _query("to", {"type": "integer", "minimum": 0, "maximum": 1 << 50})],
+                               _query("to", {"type": "integer", "minimum": 0, "maximum": 1 << 50}),
+                               _query("before", {"type": "integer", "minimum": 1, "maximum": 1 << 62})],
                 "responses": {"200": _json({"type": "array", "items": _ref("Bar")}, "bars"), **_errors(400, 503)},
             }
         },

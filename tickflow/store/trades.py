@@ -80,7 +80,7 @@ TRADES_SQL: Final = {
 # FIRST_VALUE/LAST_VALUE window functions give the same rows about 2.5x slower (bench/bench_bars.py):
 # they add a second sort and per-row window steps on top of the GROUP BY.
 # TOTAL, not SUM, for price * qty: it cannot overflow (SUM raises), and is exact below 2**53.
-BARS_SQL: Final = """
+_BARS_TEMPLATE: Final = """
 SELECT t,
        (SELECT price FROM trades WHERE trade_id = first_id) AS open,
        high, low,
@@ -92,10 +92,15 @@ FROM (
            MAX(price) AS high, MIN(price) AS low,
            SUM(qty) AS volume, TOTAL(price * qty) / SUM(qty) AS vwap
     FROM trades
-    WHERE symbol = :symbol AND ts >= :from AND ts < :to
+    WHERE symbol = :symbol AND ts >= :from AND ts < :to{cut}
     GROUP BY t
 )
 ORDER BY t"""
+BARS_SQL: Final = _BARS_TEMPLATE.format(cut="")
+# The same over the trades with ids below :before only, so a client's bars end exactly at a trade it
+# holds (many trades can share its millisecond). The trade id is the rowid, which every index entry
+# holds: the cut is checked in the same covering-index pass, never by reading the table.
+BARS_BEFORE_SQL: Final = _BARS_TEMPLATE.format(cut=" AND trade_id < :before")
 BAR_KEYS: Final = ("t", "open", "high", "low", "close", "volume", "vwap")
 
 COUNT_SQL: Final = "SELECT COUNT(*) FROM trades"
@@ -208,16 +213,20 @@ class TradeStore:
         """The newest `limit` trades of `symbol`, oldest first."""
         return (await self.trades(symbol, 0, limit, newest_first=True))[::-1]
 
-    async def bars(self, symbol: str, interval_ms: int, from_ms: int, to_ms: int) -> list[dict[str, Any]]:
-        """OHLC, volume and VWAP per `interval_ms` bucket over trades with from_ms <= ts < to_ms.
+    async def bars(self, symbol: str, interval_ms: int, from_ms: int, to_ms: int, *,
+                   before: int | None = None) -> list[dict[str, Any]]:
+        """OHLC, volume and VWAP per `interval_ms` bucket over trades with from_ms <= ts < to_ms (and, with
+        `before`, trade id < before).
 
         Buckets start at multiples of the interval (`t`); only buckets with trades are returned, in
         time order. A `from_ms` inside a bucket gives that bucket over the trades from `from_ms` on.
         """
         if interval_ms <= 0:
             raise ValueError(f"interval_ms must be positive, got {interval_ms}")
-        params = {"symbol": symbol, "interval": interval_ms, "from": from_ms, "to": to_ms}
-        rows = await self._read.execute_fetchall(BARS_SQL, params)
+        params: dict[str, Any] = {"symbol": symbol, "interval": interval_ms, "from": from_ms, "to": to_ms}
+        if before is not None:
+            params["before"] = before
+        rows = await self._read.execute_fetchall(BARS_SQL if before is None else BARS_BEFORE_SQL, params)
         return [dict(zip(BAR_KEYS, row)) for row in rows]
 
     async def close(self) -> None:

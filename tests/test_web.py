@@ -94,7 +94,7 @@ def limit(symbol: str, side: str, price: int, qty: int, **extra: Any) -> dict[st
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     symbols = ("ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE,DBL,COMMA,BIG,SWEEP,OUT,FAT,ARROW,FOCUS,CXL,ANSWER,"
-               "CANDLE,FRESH")
+               "CANDLE,FRESH,SWEPT")
     srv = Server(tmp_path_factory.mktemp("web") / "data", symbols).start()
     yield srv
     srv.stop()
@@ -385,6 +385,43 @@ def test_a_trade_during_the_candles_load_is_counted_once(pages: Pages, server: S
     page.unroute(re.compile(r"/bars\?"))
     page.select_option("#interval", "15m")  # and a plain load agrees
     expect(page.locator("#chart-summary")).to_contain_text(f"volume {server_volume('15m')}")
+
+
+def newest_candle(page: Page, interval_ms: int) -> dict[str, int]:
+    """The newest candle the chart holds, once its load at `interval_ms` has landed."""
+    page.wait_for_function("ms => { const c = window.tickflow.chart; return c.loading === null"
+                           " && c.candles.intervalMs === ms && c.candles.latest() !== null; }", arg=interval_ms)
+    bar = page.evaluate("window.tickflow.chart.candles.latest()")
+    return {k: bar[k] for k in ("t", "open", "high", "low", "close", "volume")}
+
+
+def test_a_sweep_of_more_trades_than_the_tape_holds_in_one_millisecond_is_counted_whole(
+        pages: Pages, server: Server) -> None:
+    """One market order through 100 levels: 100 trades with one time, more than the tape holds. The
+    candles are cut at the newest trade held by id, not by time, so the ones gone from the tape (or never
+    in the snapshot) still count, once."""
+    watching = pages.open("alice", "SWEPT")
+    rests = [limit("SWEPT", "sell", 4000 + i, i % 4 + 1) for i in range(100)]
+    assert {status for status, _ in calls(server, [("POST", "/orders", "mm", r) for r in rests])} == {200}
+    total = sum(r["qty"] for r in rests)
+    status, sweep = call(server, "POST", "/orders", "bob", {"symbol": "SWEPT", "side": "buy", "type": "market",
+                                                            "qty": total})
+    assert status == 200 and sweep["status"] == "filled" and len(sweep["fills"]) == 100
+    whole = {"open": 4000, "high": 4099, "low": 4000, "close": 4099, "volume": total}
+    text = ", ".join(f"{k} {v}" for k, v in whole.items()) + "."
+    expect(watching.locator("#chart-summary")).to_contain_text(text)  # live: every trade arrived
+    assert watching.evaluate("window.tickflow.tape.trades.length") < 100
+
+    watching.select_option("#interval", "5m")  # loaded again, holding only the newest of them
+    five = 300_000
+    assert newest_candle(watching, five) == {"t": sweep["ts"] - sweep["ts"] % five, **whole}
+    expect(watching.locator("#chart-summary")).to_contain_text("5 min candles (1). Latest")
+    expect(watching.locator("#chart-summary")).to_contain_text(text)
+
+    fresh = pages.open("erin", "SWEPT")  # its snapshot holds fewer still
+    assert fresh.evaluate("window.tickflow.tape.trades.length") < 100
+    assert newest_candle(fresh, 60_000) == {"t": sweep["ts"] - sweep["ts"] % 60_000, **whole}
+    expect(fresh.locator("#chart-summary")).to_contain_text(text)
 
 
 def test_clicking_or_pressing_enter_on_a_level_copies_its_price(pages: Pages, server: Server) -> None:

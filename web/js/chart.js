@@ -112,21 +112,21 @@ export class PriceChart {
 
   /**
    * Show a symbol at an interval. `seen()` gives the trades already seen, newest first. The bars are
-   * asked for the trades before the newest one's time, and the trades from that time on (seen, or
-   * arriving while the bars load) are added here, each once: a trade that comes in while the bars load
-   * is then never counted twice, in the bars and again on top.
+   * asked for every trade up to the newest one seen, cut by trade id (many trades can share its
+   * millisecond, more than the tape holds), and only the trades after it (arriving while the bars load,
+   * or later) are added here, each once: none is missing, none counted twice.
    */
   async load(symbol, interval, seen) {
     this.symbol = symbol;
     this.interval = interval;
     this.held = [];
-    const recent = seen();
-    const newest = recent.length ? recent[0] : null;
+    const newest = seen()[0] || null;
     const intervalMs = INTERVAL_MS[interval];
     const end = Date.now() + intervalMs;
     const from = Math.floor((end - BUCKETS * intervalMs) / intervalMs) * intervalMs;
-    const to = newest ? Math.max(newest.ts, from) : end;
-    const path = `/bars?symbol=${encodeURIComponent(symbol)}&interval=${interval}&from=${from}&to=${to}`;
+    // Trade times never run backwards, so every trade up to the newest is before its time + 1.
+    const cut = newest ? `&to=${newest.ts + 1}&before=${newest.tradeId + 1}` : `&to=${end}`;
+    const path = `/bars?symbol=${encodeURIComponent(symbol)}&interval=${interval}&from=${from}${cut}`;
     const loading = fetch(path, { cache: "no-store" }).then(async (res) => {
       if (!res.ok) throw new Error(`GET /bars answered ${res.status}`);
       return res.json();
@@ -139,20 +139,14 @@ export class PriceChart {
       bars = []; // the live trades still draw; the next (re)connect loads again
     }
     if (this.loading !== loading) return false; // a newer load took over
-    if (!newest && this.held.length) return this.load(symbol, interval, seen); // now with a time to cut at
+    if (!newest && this.held.length) return this.load(symbol, interval, seen); // now with a trade to cut at
     this.loading = null;
     this.candles = new Candles(intervalMs);
     this.candles.load(Array.isArray(bars) ? bars : []);
-    this.cutoff = 0;
-    const added = new Set();
-    for (const t of [...recent.filter((t) => t.ts >= to).reverse(), ...this.held]) {
-      if (t.ts < to || added.has(t.tradeId)) continue;
-      added.add(t.tradeId);
-      this.candles.addTrade(t);
-      this.cutoff = Math.max(this.cutoff, t.tradeId);
-    }
-    if (newest) this.cutoff = Math.max(this.cutoff, newest.tradeId);
+    this.cutoff = newest ? newest.tradeId : 0;
+    const held = this.held;
     this.held = [];
+    this.addTrades(held);
     return true;
   }
 

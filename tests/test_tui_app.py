@@ -358,6 +358,32 @@ async def test_chart_counts_each_trade_once_whatever_arrives_first() -> None:
             assert "vol 38" in app.query_one(PriceChart).border_subtitle
 
 
+async def test_chart_counts_a_millisecond_of_trades_the_snapshot_holds_only_part_of() -> None:
+    """A market order through 100 levels: 100 trades in one millisecond, the snapshot holds the newest
+    50. The bars are cut by trade id after the newest seen, so the other 50 come from the bars, and a
+    trade of the same millisecond stored while they load is added once, from the feed."""
+    t0 = 1_764_684_000_000
+    sweep = [_trade(i, 100 + i, i, t0 + 5) for i in range(1, 101)]
+    later = [_trade(101, 50, 7, t0 + 5), _trade(102, 300, 9, t0 + 5)]
+    backend = FixedBackend(events=[connected(), BookChanged("ACME", book_of("ACME", 9, [], []), 9, True),
+                                   TradesReceived("ACME", sweep[50:])])
+    backend.print_trades("ACME", sweep[:50])  # in the store, never on this feed
+    app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        assert app.market.bars() == [Candle(t0, 101, 200, 101, 200, 5050)]
+        backend.print_trades("ACME", later)  # stored, not yet sent on the feed
+        await pilot.press("r")  # the bars again, cut after trade 100: not 101 and 102
+        await settle(pilot)
+        assert app.market.bars() == [Candle(t0, 101, 200, 101, 200, 5050)]
+        backend.emit(TradesReceived("ACME", later))
+        await settle(pilot)
+        assert app.market.bars() == [Candle(t0, 101, 300, 50, 300, 5066)]
+        await pilot.press("r")
+        await settle(pilot)
+        assert app.market.bars() == [Candle(t0, 101, 300, 50, 300, 5066)]
+
+
 def _column_ends(line: str) -> list[int]:
     return [m.end() for m in re.finditer(r"\S+", line)]
 

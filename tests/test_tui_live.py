@@ -176,3 +176,26 @@ async def test_screen_recovers_after_kill_9_and_restart(tmp_path: Path) -> None:
             assert "10040" in screen_text(app, BookView)
     finally:
         proc.kill()
+
+
+async def test_a_sweep_of_more_trades_than_the_snapshot_holds_in_one_millisecond_is_counted_whole(
+        tmp_path: Path) -> None:
+    """One market order through 100 levels makes 100 trades with one time; the feed's snapshot holds
+    only the newest of them. The bars are cut at the newest trade seen by id, so the rest still count."""
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"], durability="none")
+    proc.start()
+    try:
+        async with Client(proc.url, "mm") as mm, Client(proc.url, "bob") as bob:
+            rests = await asyncio.gather(*(mm.place_order("ACME", "sell", i % 4 + 1, 4000 + i) for i in range(100)))
+            total = sum(o.qty for o in rests)
+            sweep = await bob.place_order("ACME", "buy", total, type="market")
+            assert sweep.status == "filled" and len(sweep.fills) == 100
+        expected = await server_bars(proc.url)
+        assert [bar[1:] for bar in expected] == [(4000, 4099, 4000, 4099, total)]
+        app = live_app(proc.url)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.market.connected and app.market.tape(), what="the snapshot's trades")
+            assert len(app.market.tape()) < 100
+            await until(pilot, lambda: candles(app) == expected, what=f"the candles to be {expected}")
+    finally:
+        proc.kill()

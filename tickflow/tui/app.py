@@ -24,6 +24,7 @@ from tickflow.tui import model as m
 from tickflow.tui.actions import OrderActions
 from tickflow.tui.backend import Backend, LiveBackend
 from tickflow.tui.book import BookView
+from tickflow.tui.candles import Cut
 from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import TickflowCommands
 from tickflow.tui.header import TopBar
@@ -174,17 +175,17 @@ class TickflowApp(OrderActions, App[None]):
 
     def load_bars(self, symbol: str) -> None:
         """Ask for the bars up to the newest trade seen; with none seen yet, when the first arrives."""
-        cutoff = self.market.bars_cutoff(symbol)
-        if cutoff is None:
+        cut = self.market.bars_cut(symbol)
+        if cut is None:
             self._bars_wanted.add(symbol)
         else:
             self._bars_wanted.discard(symbol)
-            self.fetch_bars(symbol, cutoff)
+            self.fetch_bars(symbol, cut)
 
     @work(group="bars", exclusive=True)
-    async def fetch_bars(self, symbol: str, cutoff: int) -> None:
+    async def fetch_bars(self, symbol: str, cut: Cut) -> None:
         try:
-            self.post_message(BarsLoaded(symbol, await self.backend.bars(symbol, cutoff), cutoff))
+            self.post_message(BarsLoaded(symbol, await self.backend.bars(symbol, cut.to, cut.before), cut.before))
         except Exception as e:
             self.log.warning(f"bars: {e}")
 
@@ -212,7 +213,7 @@ class TickflowApp(OrderActions, App[None]):
         self.notify(f"{current} is not traded on this server: showing {names[0]}", severity="warning", timeout=6)
 
     def on_bars_loaded(self, message: BarsLoaded) -> None:
-        self.market.set_bars(message.symbol, message.bars, message.cutoff)
+        self.market.set_bars(message.symbol, message.bars, message.before)
         if message.symbol == self.market.symbol:
             self.mark(m.CHART)
 

@@ -33,8 +33,8 @@ class Backend(Protocol):
 
     async def symbols(self) -> list[SymbolInfo]: ...
 
-    async def bars(self, symbol: str, to_ms: int) -> list[Bar]:
-        """The last hour's minute bars over the trades before `to_ms`."""
+    async def bars(self, symbol: str, to_ms: int, before: int) -> list[Bar]:
+        """The hour's minute bars before `to_ms`, over the trades with ids below `before`."""
 
     async def open_orders(self) -> list[Order]: ...
 
@@ -81,8 +81,8 @@ class LiveBackend:
     async def symbols(self) -> list[SymbolInfo]:
         return await self.session.http.symbols()
 
-    async def bars(self, symbol: str, to_ms: int) -> list[Bar]:
-        return await self.session.http.bars(symbol, "1m", from_ms=to_ms - HOUR, to_ms=to_ms)
+    async def bars(self, symbol: str, to_ms: int, before: int) -> list[Bar]:
+        return await self.session.http.bars(symbol, "1m", from_ms=to_ms - HOUR, to_ms=to_ms, before=before)
 
     async def open_orders(self) -> list[Order]:
         return await self.session.http.open_orders()

@@ -1,10 +1,11 @@
-"""One symbol's minute candles: `GET /bars` up to a cut-off time, and the trades seen from it on.
+"""One symbol's minute candles: `GET /bars` up to the newest trade seen, and the trades seen after it.
 
-The bars are asked for the trades before `cutoff`, the time of the newest trade already seen (so every
-earlier trade is in the server's store when it answers: the feed only sends durable trades, `/bars` waits
-for the store to hold them, and the log's time never runs backwards). Every trade at or after the
-cut-off is folded in here, once per trade id. The two parts are kept apart and merged when read, so
-the candles are the same whether the bars arrive before, after or between the trades.
+The bars are asked for every trade up to the newest one already seen, cut by trade id (`before`), not
+by time: one order sweeping many levels makes many trades in one millisecond, and the feed's snapshot
+holds only the latest of them. Every earlier trade is in the server's store when it answers: the feed
+only sends durable trades, and `/bars` waits for the store to hold them. Every trade after the cut is
+folded in here, once per trade id. The two parts are kept apart and merged when read, so the candles are
+the same whether the bars arrive before, after or between the trades.
 """
 
 from __future__ import annotations
@@ -46,36 +47,54 @@ class _Live:
             self.last, c.close = key, trade.price
 
 
+@dataclass(frozen=True)
+class Cut:
+    """Where `GET /bars` is cut: just after a trade. The bars hold the trades with ids below `before`;
+    they all came before `to` (ms), since trade times never run backwards in trade-id order."""
+
+    to: int
+    before: int
+
+    @classmethod
+    def after(cls, trade: Trade) -> Cut:
+        return cls(trade.ts + 1, trade.trade_id + 1)
+
+
 def _bucket(ts: int) -> int:
     return ts - ts % MINUTE
 
 
 class Candles:
     def __init__(self) -> None:
-        self.cutoff: int | None = None
-        """The bars hold the trades before this time (ms); None until bars arrive."""
+        self.before: int | None = None
+        """The bars hold the trades with ids below this; None until bars arrive."""
         self.newest: Trade | None = None
         self._bars: dict[int, Candle] = {}
-        self._trades: dict[int, Trade] = {}  # by trade id: those at or after the cut-off
+        self._trades: dict[int, Trade] = {}  # by trade id: those at or after the cut
         self._live: dict[int, _Live] = {}
+
+    def cut(self) -> Cut | None:
+        """Where to ask `GET /bars` up to: just after the newest trade seen; None before any trade."""
+        return Cut.after(self.newest) if self.newest is not None else None
 
     def add_trades(self, trades: list[Trade]) -> None:
         for t in trades:
             if self.newest is None or (t.ts, t.trade_id) > (self.newest.ts, self.newest.trade_id):
                 self.newest = t
-            if t.trade_id in self._trades or (self.cutoff is not None and t.ts < self.cutoff):
+            if t.trade_id in self._trades or (self.before is not None and t.trade_id < self.before):
                 continue  # counted already, here or in the bars
             self._trades[t.trade_id] = t
             self._fold(t)
         self._forget_old()
 
-    def set_bars(self, bars: list[Bar], cutoff: int) -> None:
-        """The server's bars over the trades before `cutoff`; an answer older than the one held is dropped."""
-        if self.cutoff is not None and cutoff < self.cutoff:
-            return  # its trades from `cutoff` on were let go when the newer bars came
-        self.cutoff = cutoff
-        self._bars = {b.t: Candle(b.t, b.open, b.high, b.low, b.close, b.volume) for b in bars if b.t < cutoff}
-        self._trades = {i: t for i, t in self._trades.items() if t.ts >= cutoff}
+    def set_bars(self, bars: list[Bar], before: int) -> None:
+        """The server's bars over the trades with ids below `before`; an answer older than the one held is
+        dropped."""
+        if self.before is not None and before < self.before:
+            return  # its trades from `before` on were let go when the newer bars came
+        self.before = before
+        self._bars = {b.t: Candle(b.t, b.open, b.high, b.low, b.close, b.volume) for b in bars}
+        self._trades = {i: t for i, t in self._trades.items() if i >= before}
         self._live = {}
         for t in self._trades.values():
             self._fold(t)

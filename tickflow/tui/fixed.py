@@ -79,9 +79,10 @@ class FixedBackend:
     async def symbols(self) -> list[SymbolInfo]:
         return [SymbolInfo(s) for s in self.symbol_list]
 
-    async def bars(self, symbol: str, to_ms: int | None = None) -> list[Bar]:
-        """As the server answers: the fixed bars, and the stored trades before `to_ms` (all by default)."""
-        return bars_upto(self._bars.get(symbol, []), self.store.get(symbol, []), to_ms)
+    async def bars(self, symbol: str, to_ms: int | None = None, before: int | None = None) -> list[Bar]:
+        """As the server answers: the fixed bars, and the stored trades before `to_ms` with ids below
+        `before` (all by default)."""
+        return bars_upto(self._bars.get(symbol, []), self.store.get(symbol, []), to_ms, before)
 
     async def open_orders(self) -> list[Order]:
         return list(self._open)
@@ -107,11 +108,13 @@ class FixedBackend:
         return self._reply("amend", {"orderId": order_id, "qty": qty, "price": price})
 
 
-def bars_upto(bars: list[Bar], trades: list[Trade], to_ms: int | None) -> list[Bar]:
-    """Minute bars over `bars` and `trades` before `to_ms`, as `GET /bars?to=` computes them."""
+def bars_upto(bars: list[Bar], trades: list[Trade], to_ms: int | None, before: int | None = None) -> list[Bar]:
+    """Minute bars over `bars` and `trades` before `to_ms` with ids below `before`, as
+    `GET /bars?to=&before=` computes them."""
     end = to_ms if to_ms is not None else 1 << 62
+    last = before if before is not None else 1 << 62
     out = {b.t: b for b in bars if b.t < end}
-    for t in sorted((t for t in trades if t.ts < end), key=lambda t: (t.ts, t.trade_id)):
+    for t in sorted((t for t in trades if t.ts < end and t.trade_id < last), key=lambda t: (t.ts, t.trade_id)):
         bucket = t.ts - t.ts % 60_000
         b = out.get(bucket)
         out[bucket] = (Bar(bucket, t.price, t.price, t.price, t.price, t.qty) if b is None else

@@ -16,13 +16,13 @@ class FeedChanged(Message):
 
 
 class BarsLoaded(Message):
-    """`GET /bars` over the trades before `cutoff` (ms)."""
+    """`GET /bars` over the trades with ids below `before`."""
 
-    def __init__(self, symbol: str, bars: list[Bar], cutoff: int) -> None:
+    def __init__(self, symbol: str, bars: list[Bar], before: int) -> None:
         super().__init__()
         self.symbol = symbol
         self.bars = bars
-        self.cutoff = cutoff
+        self.before = before
 
 
 class SymbolsLoaded(Message):

@@ -24,7 +24,7 @@ from tickflow.net.client import (
     Trade,
     TradesReceived,
 )
-from tickflow.tui.candles import Candle, Candles
+from tickflow.tui.candles import Candle, Candles, Cut
 
 TAPE_LENGTH = 300
 
@@ -66,10 +66,9 @@ class Market:
         """Minute candles, oldest first: the server's bars and the trades seen after them."""
         return self.candles.setdefault(symbol or self.symbol, Candles()).candles()
 
-    def bars_cutoff(self, symbol: str) -> int | None:
-        """The time to ask `GET /bars` up to (exclusive): the newest trade seen's; None before any trade."""
-        newest = self.candles.setdefault(symbol, Candles()).newest
-        return newest.ts if newest is not None else None
+    def bars_cut(self, symbol: str) -> Cut | None:
+        """Where to ask `GET /bars` up to: just after the newest trade seen; None before any trade."""
+        return self.candles.setdefault(symbol, Candles()).cut()
 
     def last_price(self, symbol: str | None = None) -> int | None:
         tape = self.trades.get(symbol or self.symbol)
@@ -119,9 +118,9 @@ class Market:
         self.tape(symbol).extend(trades)
         self.candles.setdefault(symbol, Candles()).add_trades(trades)
 
-    def set_bars(self, symbol: str, bars: list[Bar], cutoff: int) -> None:
-        """`GET /bars` over the trades before `cutoff`; the trades seen from `cutoff` on are added to them."""
-        self.candles.setdefault(symbol, Candles()).set_bars(bars, cutoff)
+    def set_bars(self, symbol: str, bars: list[Bar], before: int) -> None:
+        """`GET /bars` over the trades with ids below `before`; the trades seen from `before` on are added."""
+        self.candles.setdefault(symbol, Candles()).set_bars(bars, before)
 
     def set_order(self, order: Order) -> None:
         known = self.orders.get(order.order_id)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import re
 import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -339,7 +345,8 @@ async def test_startup_failures_exit_with_a_message_and_free_the_data_directory(
     finally:
         first.kill()
     (tmp_path / "a-file").write_text("")
-    for data, message in ((tmp_path / "a-file", "cannot use"), (tmp_path / "a-file" / "below", "cannot use")):
+    for data, message in ((tmp_path / "a-file", "it is not a directory"),
+                          (tmp_path / "a-file" / "below", "cannot use")):
         out = subprocess.run([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port", "0"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 1 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
@@ -362,3 +369,116 @@ async def test_sighup_stops_the_server_cleanly(tmp_path: Path) -> None:
     server.proc.send_signal(signal.SIGHUP)
     assert server.proc.wait(20) == 0
     assert not (server.data / "trades.sqlite-wal").exists()  # SQLite closed properly
+
+
+# ------------------------------------------------------------------ what the server may not change
+
+PR_CAPBSET_DROP = 24
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
+
+
+def _modes_bind_root_too() -> None:
+    """In the child before exec: give up root's power to ignore file modes, so a mode refuses the
+    server as it refuses any user (the tests run as root here and in CI)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _serve_once(data: Path) -> subprocess.CompletedProcess[str]:
+    """`tickflow serve` on `data` where file modes bind it; for a start that is expected to be refused."""
+    root = os.geteuid() == 0
+    try:
+        return subprocess.run([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port", "0",
+                               "--symbols", "ACME,GLOBEX"], capture_output=True, text=True, timeout=60,
+                              preexec_fn=_modes_bind_root_too if root else None)
+    except subprocess.TimeoutExpired:
+        raise
+    except subprocess.SubprocessError as e:  # the preexec_fn failed
+        pytest.skip(f"cannot make file modes bind root here ({e}): no CAP_SETPCAP?")
+
+
+@contextlib.contextmanager
+def _immutable(path: Path) -> Iterator[None]:
+    """`chattr +i path` for the block: not even root may change it, create in it or open it for writing."""
+    if shutil.which("chattr") is None:
+        pytest.skip("no chattr")
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i does not work here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@contextlib.contextmanager
+def _mode(path: Path, mode: int) -> Iterator[None]:
+    before = stat.S_IMODE(path.stat().st_mode)
+    path.chmod(mode)
+    try:
+        yield
+    finally:
+        path.chmod(before)
+
+
+def _files(data: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(data.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def traded_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory a server traded in and stopped, whose log has a flipped bit in the middle:
+    a server that read and replayed it would refuse to start, naming that corruption."""
+    import asyncio
+
+    server = ServerProcess(tmp_path_factory.mktemp("traded") / "data").start()
+    try:
+        asyncio.run(_trade_a_little(server.url, 3))
+    finally:
+        server.stop()
+    (server.data / "server.log").unlink()
+    log = server.data / "wal.log"
+    data = bytearray(log.read_bytes())
+    data[30] ^= 0x01
+    log.write_bytes(bytes(data))
+    return server.data
+
+
+@pytest.mark.parametrize("target, how, says", [
+    ("wal.log", 0o444, "cannot open the log {path} to read and write it: Permission denied"),
+    ("wal.log", 0o200, "cannot open the log {path} to read and write it: Permission denied"),  # may not read it
+    ("trades.sqlite", 0o444, "cannot open the trade store {path} to read and write it: Permission denied"),
+    ("LOCK", 0o444, "cannot open the lock file {path} to read and write it: Permission denied"),
+    (".", 0o555, "cannot create files in the data directory {path}: Permission denied"),
+    ("wal.log", "immutable", "cannot open the log {path} to read and write it: Operation not permitted"),
+    ("trades.sqlite", "immutable", "cannot open the trade store {path} to read and write it: Operation not permitted"),
+    (".", "immutable", "cannot create files in the data directory {path}: Operation not permitted"),
+], ids=["read-only-log", "unreadable-log", "read-only-store", "read-only-lock", "read-only-dir",
+        "immutable-log", "immutable-store", "immutable-dir"])
+def test_what_the_server_may_not_change_is_refused_before_the_log_is_read(
+        traded_dir: Path, tmp_path: Path, target: str, how: int | str, says: str) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(traded_dir, data)
+    path = data if target == "." else data / target
+    before = _files(data)
+    with _immutable(path) if how == "immutable" else _mode(path, int(how)):
+        out = _serve_once(data)
+        assert out.returncode == 1, out.stderr
+        assert out.stderr.startswith(f"tickflow: {says.format(path=path)}. "), out.stderr
+        assert ("chattr -i" if how == "immutable" else "(chown, chmod)") in out.stderr  # what to do
+        assert "Nothing was read or changed." in out.stderr
+        assert "corrupt record" not in out.stderr and "replayed" not in out.stderr  # before the log was read
+        assert "Traceback" not in out.stderr
+    assert _files(data) == before  # not a byte, not a new file (no SQLite journal, no lock written)
+
+
+def test_a_new_data_directory_the_server_may_not_write_in_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with _mode(data, 0o555):
+        out = _serve_once(data)
+    assert out.returncode == 1 and "cannot create files in the data directory" in out.stderr, out.stderr
+    assert list(data.iterdir()) == []
+

@@ -6,8 +6,12 @@ matches, and that the log takes new records that survive a reopen.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -313,3 +317,37 @@ def test_a_record_with_more_fields_than_this_version_knows_is_refused(tmp_path: 
 
 def test_cut_describes_itself() -> None:
     assert str(Cut(120, 7, "short payload")) == "cut a torn tail at byte 120: 7 bytes dropped (short payload)"
+
+
+@contextlib.contextmanager
+def unwritable(path: Path) -> Iterator[None]:
+    """`path` may not be written by this process for the block: its mode for a plain user, and for root
+    (whom modes do not stop) the immutable flag."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(0o644)
+        return
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True) if shutil.which("chattr") else None
+    if made is None or made.returncode != 0:
+        pytest.skip("root, and no chattr +i here: nothing stops root from writing the file")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_log_that_cannot_be_written_is_refused_before_it_is_read(log: tuple[str, list[int], bytes]) -> None:
+    """Not after its replay, which for a big log takes many seconds: the file is opened for appending
+    only at the end of it."""
+    path, offsets, data = log
+    flipped = bytearray(data)
+    flipped[offsets[5] + HEADER_SIZE] ^= 1  # a replay would refuse this log, and yield five records first
+    Path(path).write_bytes(bytes(flipped))
+    with unwritable(Path(path)):
+        with pytest.raises(PermissionError):
+            Wal.open(path)
+    assert Path(path).read_bytes() == bytes(flipped)
+

@@ -27,7 +27,7 @@ from tickflow.net.protocol import SYMBOL_PATTERN
 from tickflow.net.sequencer import Durability, Sequencer
 from tickflow.net.tokens import TokensError, read_tokens
 from tickflow.net.trade_writer import TradeWriter
-from tickflow.store.lock import DataDirBusy, lock_data_dir
+from tickflow.store.lock import LOCK_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
 from tickflow.store.replay import recover
 from tickflow.store.trades import TradeStore
 from tickflow.store.wal import CorruptLog, Wal
@@ -39,6 +39,9 @@ IDLE_TIMEOUT = 75.0
 """Seconds an HTTP connection may sit idle (before its first request or between requests), as nginx."""
 WAL_FILE = "wal.log"
 TRADES_FILE = "trades.sqlite"
+WRITTEN_FILES = {LOCK_FILE: "the lock file", WAL_FILE: "the log", TRADES_FILE: "the trade store",
+                 f"{TRADES_FILE}-wal": "the trade store's journal", f"{TRADES_FILE}-shm": "the trade store's index"}
+"""What the server writes in the data directory, and what each is (for a refusal)."""
 
 
 class StartupError(Exception):
@@ -132,12 +135,24 @@ def bind(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-async def serve(args: argparse.Namespace) -> int:
-    data = Path(args.data)
+def data_dir(path: str) -> Path:
+    """The data directory, made if missing, once sure this process may change what is in it."""
+    data = Path(path)
     try:
         data.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StartupError(f"cannot use {data} as the data directory: it is not a directory") from None
     except OSError as e:
-        raise StartupError(f"cannot use {data} as the data directory: {e.strerror or e}")
+        raise StartupError(f"cannot use {data} as the data directory: {e.strerror or e}") from None
+    try:
+        check_writable(data, WRITTEN_FILES)
+    except NotWritable as e:
+        raise StartupError(f"{e} Nothing was read or changed.") from None
+    return data
+
+
+async def serve(args: argparse.Namespace) -> int:
+    data = data_dir(args.data)
     symbols = [s.strip() for s in args.symbols.split(",") if s.strip()]
     bad = [s for s in symbols if not SYMBOL_PATTERN.match(s)]
     if bad:
@@ -148,7 +163,7 @@ async def serve(args: argparse.Namespace) -> int:
     except DataDirBusy as e:
         raise StartupError(f"{e}; stop it or pick another --data") from None
     except OSError as e:
-        raise StartupError(f"cannot lock {data / 'LOCK'}: {e.strerror or e}")
+        raise StartupError(f"cannot lock {data / LOCK_FILE}: {e.strerror or e}. {how_to_fix(e)}") from None
     try:
         async with contextlib.AsyncExitStack() as stack:
             sockets = bind(args.host, args.port)
@@ -187,14 +202,16 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
-    store = await _open_store(data / TRADES_FILE)
-    stack.push_async_callback(store.close)
-    engine = Engine()
     wal_path = data / WAL_FILE
     try:
         wal = Wal.open(str(wal_path))
     except OSError as e:
-        raise StartupError(f"cannot read the log {wal_path}: {e.strerror or e}")
+        raise StartupError(f"cannot open the log {wal_path} to read and append to it: {e.strerror or e}. "
+                           f"{how_to_fix(e)}") from None
+    stack.callback(wal.close)
+    store = await _open_store(data / TRADES_FILE)
+    stack.push_async_callback(store.close)
+    engine = Engine()
     stored = await store.max_trade_id()
     # Trade ids run 1, 2, 3, ...: a store holding fewer rows than its highest id has gaps (a failed
     # write, a hand edit), and then every trade is offered again; otherwise only those after it.
@@ -226,7 +243,6 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         raise StartupError(str(e))
     except OSError as e:
         raise StartupError(f"cannot repair or sync the log {wal_path}: {e.strerror or e}")
-    stack.callback(wal.close)
     # A cut tail is worth a warning even in --quiet; a clean replay is routine.
     log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)
     last_trade = engine.next_trade_id - 1

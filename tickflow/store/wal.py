@@ -5,12 +5,13 @@ The header (`tickflow wal v1` and a newline) says what the file is and its forma
 not start with it is refused, never cut (unless it is empty, or a header torn while the log was
 created, followed by nothing but zeros), and a later format is refused by name.
 
-`Wal.open` reads the file; iterating `replay()` (or `replay_batches()`) to the end checks it, cuts a
-torn tail, writes a header torn at creation again, syncs, and opens the file for appending. A bad record
-with nothing valid after it is a torn tail from a crash: the file is cut back to the last good record
-and the cut is reported. A bad record that is followed by a
-valid one is corruption: acknowledged records may sit behind it, so opening fails with the offset and
-nothing is truncated.
+`Wal.open` first makes sure the file can be appended to (a log this process may not write is refused
+before it is read, not after a long replay), then reads it; iterating `replay()` (or `replay_batches()`)
+to the end checks it, cuts a torn tail, writes a header torn at creation again, syncs, and opens the
+file for appending. A bad record with nothing valid after it is a torn tail from a crash: the file is
+cut back to the last good record and the cut is reported. A bad record that is followed by a valid one
+is corruption: acknowledged records may sit behind it, so opening fails with the offset and nothing is
+truncated.
 """
 
 from __future__ import annotations
@@ -233,7 +234,11 @@ class Wal:
 
     @classmethod
     def open(cls, path: str, ops: FileOps | None = None) -> "Wal":
+        """Read the log at `path` (created if missing), once sure it can be appended to: OSError if not."""
         ops = ops or OsFileOps()
+        # The file is opened for appending for good only after the replay, which can take many
+        # seconds; a log that cannot be written is refused now, before any of that work.
+        ops.close(ops.open_append(path))
         return cls(path, ops.read(path), ops)
 
     def replay(self) -> Iterator[tuple[int, memoryview]]:

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from helpers.logs import commands, write_log
 
 from server_process import ServerProcess
 
@@ -482,3 +484,80 @@ def test_a_new_data_directory_the_server_may_not_write_in_is_refused(tmp_path: P
     assert out.returncode == 1 and "cannot create files in the data directory" in out.stderr, out.stderr
     assert list(data.iterdir()) == []
 
+
+# ------------------------------------------------------------------ tickflow log --upgrade
+
+IN_OPEN, IN_CLOSE_NOWRITE = 0x20, 0x10
+
+
+@contextlib.contextmanager
+def _reads_of(path: Path) -> Iterator[list[int]]:
+    """Count, with inotify, how often `path` (this file, not a later one renamed over it) is opened
+    and closed without being written: each full read of it. The count is in the list after the block."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    if fd < 0:
+        pytest.skip("no inotify here")
+    reads: list[int] = []
+    try:
+        assert libc.inotify_add_watch(fd, os.fsencode(path), IN_OPEN | IN_CLOSE_NOWRITE) >= 0
+        yield reads
+        # Each close follows an open, so no two closes come in a row, where inotify would merge them.
+        masks = []
+        with contextlib.suppress(BlockingIOError):
+            while events := os.read(fd, 65536):
+                offset = 0
+                while offset < len(events):
+                    _, mask, _, length = struct.unpack_from("iIII", events, offset)
+                    masks.append(mask)
+                    offset += 16 + length
+        reads.append(sum(1 for mask in masks if mask & IN_CLOSE_NOWRITE))
+    finally:
+        os.close(fd)
+
+
+def _headerless(data: Path) -> bytes:
+    """A log as tickflow wrote them before they had a header, alone in `data`."""
+    data.mkdir()
+    log = data / "wal.log"
+    write_log(str(log), commands(200))
+    old = log.read_bytes()[len(FILE_HEADER):]
+    log.write_bytes(old)
+    return old
+
+
+def _tickflow_log(data: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(data), *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_tickflow_log_upgrade_reads_the_old_log_once_and_keeps_its_mode(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    old = _headerless(data)
+    log = data / "wal.log"
+    log.chmod(0o640)  # a log not everyone may read stays so
+    with _reads_of(log) as reads:
+        out = _tickflow_log(data, "--upgrade")
+    assert out.returncode == 0 and "added the header" in out.stdout and "200 records" in out.stdout, out.stderr
+    assert reads == [1]
+    assert log.read_bytes() == FILE_HEADER + old
+    assert stat.S_IMODE(log.stat().st_mode) == 0o640
+    assert sorted(p.name for p in data.iterdir()) == ["LOCK", "wal.log"]  # no new file left beside it
+    assert _tickflow_log(data).returncode == 0
+
+
+def test_tickflow_log_upgrade_refuses_at_once_where_it_cannot_write(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    old = _headerless(data)
+    with _immutable(data):
+        out = _tickflow_log(data, "--upgrade")
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.startswith(f"tickflow log: not upgraded: cannot create files in the data directory {data}: "
+                                 "Operation not permitted."), out.stderr
+    assert "chattr -i" in out.stderr and "Traceback" not in out.stderr
+    assert _files(data) == {"wal.log": old}
+    with _immutable(data / "wal.log"):  # the new log could not be renamed over it
+        out = _tickflow_log(data, "--upgrade")
+    assert out.returncode == 1 and f"cannot open the log {data / 'wal.log'} to read and write it" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert _files(data) == {"wal.log": old}

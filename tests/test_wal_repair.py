@@ -267,7 +267,7 @@ def test_a_log_from_before_headers_is_refused_with_the_way_to_upgrade_it(tmp_pat
                                       r"`tickflow log --upgrade` gives it one"):
         list(Wal.open(str(path)).replay())
     assert path.read_bytes() == text
-    add_header(str(path))
+    add_header(str(path), text)
     assert path.read_bytes() == FILE_HEADER + text
     assert replayed(str(path))[1].records == 2
 
@@ -351,3 +351,14 @@ def test_a_log_that_cannot_be_written_is_refused_before_it_is_read(log: tuple[st
             Wal.open(path)
     assert Path(path).read_bytes() == bytes(flipped)
 
+
+def test_a_log_checked_in_memory_reports_a_torn_tail_and_changes_no_file(log: tuple[str, list[int], bytes]) -> None:
+    path, offsets, data = log
+    torn = data[:-3]
+    wal = Wal.checking(path, torn)  # the file itself still holds every record: it is never read
+    seen = [offset for offset, _ in wal.replay()]
+    assert seen == offsets[:-2]
+    assert wal.cut == Cut(offsets[-2], len(torn) - offsets[-2], "short payload")
+    assert Path(path).read_bytes() == data
+    with pytest.raises(RuntimeError, match="replay"):
+        wal.append(payloads(CMDS[:1]))

@@ -4,22 +4,22 @@ Exit status: 0 a clean log, 2 a torn tail (a crash mid-write; the next server st
 that cannot be read or is corrupt (a server refuses to start on it), 141 when the output's reader went
 away (`| head`).
 
-`--upgrade` gives a log written before tickflow logs had a header its header, once a copy with the
-header replays; it takes the data directory's lock, so never while a server uses it."""
+The log is read once and replayed in memory: checking never changes it (a server start cuts a torn tail).
+
+`--upgrade` gives a log written before tickflow logs had a header its header, once it replays with the
+header; it takes the data directory's lock, so never while a server uses it."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from tickflow.core.engine import Engine
-from tickflow.store.lock import DataDirBusy, lock_data_dir
-from tickflow.store.replay import recover
+from tickflow.store.lock import LOCK_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
+from tickflow.store.replay import Recovery, recover
 from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, add_header
 
 TORN = 2
@@ -40,25 +40,66 @@ def main(argv: list[str]) -> int:
         return CLOSED_PIPE
 
 
+def _upgrade_locked(data: Path, path: str) -> int:
+    """`--upgrade`, holding the data directory's lock; refused at once where the new log could not be put."""
+    try:
+        check_writable(data, {LOCK_FILE: "the lock file", os.path.basename(path): "the log"})
+        lock = lock_data_dir(data)
+    except DataDirBusy as e:
+        print(f"tickflow log: not upgraded: {e}; stop it first", file=sys.stderr)
+        return 1
+    except NotWritable as e:
+        print(f"tickflow log: not upgraded: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"tickflow log: not upgraded: cannot lock {data / LOCK_FILE}: {e.strerror or e}. {how_to_fix(e)}",
+              file=sys.stderr)
+        return 1
+    try:
+        return _upgrade(path)
+    finally:
+        os.close(lock)
+
+
 def _upgrade(path: str) -> int:
-    """Add the header to a headerless log, once a copy with it replays (torn tail or not)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data.startswith(FILE_HEADER):
+    """Add the header to a headerless log, once it replays with the header (torn tail or not).
+
+    The old log is read once: the replay checks those bytes, and the same bytes go to the new file."""
+    try:
+        with open(path, "rb") as f:
+            old = f.read()
+    except OSError as e:
+        print(f"tickflow log: not upgraded: cannot read {path}: {e.strerror or e}. {how_to_fix(e)}", file=sys.stderr)
+        return 1
+    if old.startswith(FILE_HEADER):
         print(f"{path} already starts with its header: nothing to do")
         return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = os.path.join(tmp, "wal.log")
-        with open(copy, "wb") as f:
-            f.write(FILE_HEADER + data)
-        try:
-            recovery = recover(Wal.open(copy), Engine())
-        except CorruptLog as e:
-            print(f"tickflow log: not upgraded: {str(e).replace(copy, path)}", file=sys.stderr)
-            return 1
-    add_header(path)
+    try:
+        recovery = recover(Wal.checking(path, FILE_HEADER + old), Engine())
+    except CorruptLog as e:
+        print(f"tickflow log: not upgraded: {e}", file=sys.stderr)
+        return 1
+    try:
+        add_header(path, old)
+    except OSError as e:
+        print(f"tickflow log: not upgraded: cannot write the new log beside {path}: {e.strerror or e}. "
+              f"{how_to_fix(e)} {path} is unchanged.", file=sys.stderr)
+        return 1
     print(f"added the header to {path}: {recovery.records} records")
     return 0
+
+
+def _check(path: str, engine: Engine) -> Recovery | None:
+    """Replay the log at `path` into `engine`, read once and in memory; None (said why) if it cannot be."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        return recover(Wal.checking(path, data), engine)
+    except CorruptLog as e:
+        print(f"tickflow log: {e}", file=sys.stderr)
+    except OSError as e:
+        print(f"tickflow log: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+    return None
 
 
 def _main(argv: list[str]) -> int:
@@ -72,28 +113,11 @@ def _main(argv: list[str]) -> int:
         print(f"tickflow log: no log at {path}", file=sys.stderr)
         return 1
     if args.upgrade:
-        try:
-            lock = lock_data_dir(Path(args.data))
-        except DataDirBusy as e:
-            print(f"tickflow log: not upgraded: {e}; stop it first", file=sys.stderr)
-            return 1
-        try:
-            return _upgrade(path)
-        finally:
-            os.close(lock)
-    # Replay a copy, so checking a log never cuts its tail; a server start does that.
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = os.path.join(tmp, "wal.log")
-        engine = Engine()
-        try:
-            shutil.copyfile(path, copy)
-            recovery = recover(Wal.open(copy), engine)
-        except CorruptLog as e:
-            print(f"tickflow log: {str(e).replace(copy, path)}", file=sys.stderr)
-            return 1
-        except OSError as e:
-            print(f"tickflow log: cannot read {path}: {e.strerror or e}", file=sys.stderr)
-            return 1
+        return _upgrade_locked(Path(args.data), path)
+    engine = Engine()
+    recovery = _check(path, engine)
+    if recovery is None:
+        return 1
     cut = recovery.cut
     print(f"format: {FILE_HEADER.decode().strip()}")
     print(dataclasses.replace(recovery, cut=None))

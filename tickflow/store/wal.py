@@ -11,13 +11,16 @@ to the end checks it, cuts a torn tail, writes a header torn at creation again, 
 file for appending. A bad record with nothing valid after it is a torn tail from a crash: the file is
 cut back to the last good record and the cut is reported. A bad record that is followed by a valid one
 is corruption: acknowledged records may sit behind it, so opening fails with the offset and nothing is
-truncated.
+truncated. `Wal.checking` replays bytes already read, reporting what a start would cut and changing no
+file (`tickflow log`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -196,33 +199,56 @@ def _records_start(path: str, data: bytes) -> int | None:
                         "so it is no tickflow log")
 
 
-def add_header(path: str) -> None:
-    """Give a log written before logs had a header its header: the header and the old bytes go to a
-    new file, synced, then renamed over the old one, so a crash leaves one or the other whole."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data.startswith(FILE_HEADER):
-        return
+def add_header(path: str, old: bytes) -> None:
+    """Give a log written before logs had a header its header. `old` is the log's content, read once
+    by the caller while it holds the data directory's lock (so nothing appends meanwhile).
+
+    The header and `old` go to a new file beside it, synced, then renamed over the log, so a crash
+    leaves one or the other whole; on an error the new file is removed and the log is as it was. The
+    new file keeps the log's mode (a log only its owner may read stays so) and, where allowed, its
+    owner (so the user the server runs as can still append to it)."""
+    if old.startswith(FILE_HEADER):
+        raise ValueError(f"{path} already starts with its header")
+    before = os.stat(path)
     upgraded = f"{path}.upgrading"
-    fd = os.open(upgraded, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(upgraded, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(FILE_HEADER + data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(upgraded, path)
+        try:
+            _keep_mode_and_owner(fd, before)
+            _write_all(fd, FILE_HEADER)
+            _write_all(fd, old)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(upgraded, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(upgraded)
+        raise
     _sync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def _keep_mode_and_owner(fd: int, before: os.stat_result) -> None:
+    os.fchmod(fd, stat.S_IMODE(before.st_mode))
+    with contextlib.suppress(PermissionError):  # only root may give a file away
+        os.fchown(fd, before.st_uid, before.st_gid)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 class Wal:
     """An append-only log file. `open` reads it; iterate `replay()` before appending."""
 
-    def __init__(self, path: str, data: bytes, ops: FileOps) -> None:
+    def __init__(self, path: str, data: bytes, ops: FileOps, *, writable: bool = True) -> None:
         self.path = path
         self.ops = ops
         self._data = data
+        self._writable = writable
+        """False for a log checked in memory: its replay reports a torn tail but touches no file."""
         self.cut: Cut | None = None
         self.size = 0
         self.records = 0
@@ -241,9 +267,14 @@ class Wal:
         ops.close(ops.open_append(path))
         return cls(path, ops.read(path), ops)
 
+    @classmethod
+    def checking(cls, path: str, data: bytes) -> "Wal":
+        """The log whose content `data` was read from `path`, to replay without changing any file."""
+        return cls(path, data, OsFileOps(), writable=False)
+
     def replay(self) -> Iterator[tuple[int, memoryview]]:
         """Yield (offset, payload) for every good record in order, then cut a torn tail, sync what is
-        left, and open the file for appending.
+        left, and open the file for appending (a log being checked only reports the cut in `cut`).
 
         Raises CorruptLog (after yielding the good records before it) if a bad record is not the tail.
         """
@@ -298,10 +329,12 @@ class Wal:
             yield first, batch
         self.records = count
         self._data = b""
+        self.size = offset
+        if not self._writable:
+            return
         self._fd = self.ops.open_append(self.path)
         if self.cut is not None:
             self.ops.truncate(self._fd, offset)
-        self.size = offset
         if offset == 0:
             self._write(FILE_HEADER)
         # The header is durable before any record follows it. And what was replayed counts as

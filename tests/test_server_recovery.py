@@ -8,10 +8,13 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import struct
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -483,6 +486,87 @@ def test_a_new_data_directory_the_server_may_not_write_in_is_refused(tmp_path: P
         out = _serve_once(data)
     assert out.returncode == 1 and "cannot create files in the data directory" in out.stderr, out.stderr
     assert list(data.iterdir()) == []
+
+
+async def test_two_servers_started_together_on_one_port_the_second_refuses_at_once(tmp_path: Path) -> None:
+    """Both used to bind the port (SO_REUSEADDR, and neither listening yet), both replayed their logs,
+    and the one to listen second failed only then."""
+    log = tmp_path / "wal.log"
+    write_log(str(log), commands(60_000))  # about a second of replay each: their start-ups overlap
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs: dict[Path, subprocess.Popen[bytes]] = {}
+    for name in ("a", "b"):
+        data = tmp_path / name
+        data.mkdir()
+        shutil.copy(log, data / "wal.log")
+        with open(tmp_path / f"{name}.out", "wb") as out:
+            procs[data] = subprocess.Popen(
+                [sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port", str(port),
+                 "--symbols", "ACME"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not all(p.poll() is not None or "listening on" in _out(d) for d, p in procs.items()):
+            assert time.monotonic() < deadline, {d.name: _out(d) for d in procs}
+            time.sleep(0.05)
+        refused = [d for d, p in procs.items() if p.poll() is not None]
+        assert len(refused) == 1, {d.name: _out(d) for d in procs}
+        loser, (winner,) = refused[0], [d for d in procs if d not in refused]
+        said = _out(loser)
+        assert procs[loser].returncode == 1
+        # Told that the other is starting (or, on a machine so slow that the other was listening before
+        # this one bound the port, that the port is in use): either way at once, before its own replay.
+        assert re.search(rf"cannot listen on 127.0.0.1:{port}: (another tickflow server is starting on it"
+                         r"|Address already in use)", said), said
+        assert "replayed 60000 records" not in said and "Traceback" not in said
+        assert (loser / "wal.log").read_bytes() == log.read_bytes()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+            assert r.status == 200
+        assert "60000 records replayed" in _out(winner)
+    finally:
+        for p in procs.values():
+            p.terminate()
+            p.wait(20)
+
+
+def _out(data: Path) -> str:
+    return (data.parent / f"{data.name}.out").read_text(errors="replace")
+
+
+async def test_a_port_another_program_takes_during_the_replay_is_refused_with_nothing_logged(tmp_path: Path) -> None:
+    """A program that is not tickflow is not held off the bound port: it can bind and listen while the
+    server replays. The server then says so, without a traceback (uvloop used to drop the failed
+    listen, and the server died on it later), and before the symbols of --symbols are logged."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_log(str(data / "wal.log"), commands(60_000))  # ACME only; GLOBEX would be logged at start-up
+    log = (data / "wal.log").read_bytes()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with open(tmp_path / "data.out", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port",
+                                 str(port), "--symbols", "ACME,GLOBEX"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    taker = socket.socket()
+    try:
+        deadline = time.monotonic() + 30
+        while not (data / "LOCK").exists() or (data / "LOCK").read_text().strip() != str(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline, _out(data)
+            time.sleep(0.01)
+        time.sleep(0.2)  # it binds right after taking the lock, then reads and replays for a second or more
+        assert "replayed" not in _out(data)
+        taker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taker.bind(("127.0.0.1", port))
+        taker.listen()
+        assert proc.wait(60) == 1
+    finally:
+        proc.kill()
+        taker.close()
+    said = _out(data)
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in said and "Traceback" not in said, said
+    assert (data / "wal.log").read_bytes() == log
 
 
 # ------------------------------------------------------------------ tickflow log --upgrade

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import os
@@ -37,6 +38,7 @@ log = logging.getLogger("tickflow")
 DEFAULT_SYMBOLS = "ACME,GLOBEX,INITECH"
 IDLE_TIMEOUT = 75.0
 """Seconds an HTTP connection may sit idle (before its first request or between requests), as nginx."""
+BACKLOG = 1024
 WAL_FILE = "wal.log"
 TRADES_FILE = "trades.sqlite"
 WRITTEN_FILES = {LOCK_FILE: "the lock file", WAL_FILE: "the log", TRADES_FILE: "the trade store",
@@ -135,6 +137,46 @@ def bind(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
+def claim(sockets: list[socket.socket]) -> list[socket.socket]:
+    """Hold each bound address against other tickflow servers until the returned sockets are closed.
+
+    A bound socket that does not listen yet does not keep another SO_REUSEADDR socket off its port:
+    two servers started together on one port both bound it, both replayed their logs, and the one to
+    listen second failed only then (with its `--symbols` already logged). An abstract Unix socket
+    named after the address is exclusive from its bind, and the kernel drops it with the process.
+    (A program that is not tickflow, binding and listening during the replay, still wins the port.)"""
+    claims: list[socket.socket] = []
+    for sock in sockets:
+        address, port = sock.getsockname()[:2]
+        held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            held.bind(f"\0tickflow-listen {address} {port}".encode())
+        except OSError as e:
+            held.close()
+            if e.errno != errno.EADDRINUSE:  # no abstract sockets here (not Linux): no claim to make
+                continue
+            for other in claims:
+                other.close()
+            raise StartupError(f"cannot listen on {address}:{port}: another tickflow server is starting on "
+                               "it (bound, and it listens once its log is replayed); stop it or pick another "
+                               "--port") from None
+        claims.append(held)
+    return claims
+
+
+def listen(sockets: list[socket.socket], address: str) -> None:
+    """Start listening, before the symbols of `--symbols` are logged: a port taken meanwhile (by a
+    program that is not tickflow, which the claims do not hold off) leaves the log as it was.
+
+    Here and not in aiohttp's sites: under uvloop, a site whose listen fails starts without a word
+    and the server failed later with a traceback."""
+    try:
+        for sock in sockets:
+            sock.listen(BACKLOG)
+    except OSError as e:
+        raise StartupError(f"cannot listen on {address}: {e.strerror or e}") from None
+
+
 def data_dir(path: str) -> Path:
     """The data directory, made if missing, once sure this process may change what is in it."""
     data = Path(path)
@@ -169,6 +211,8 @@ async def serve(args: argparse.Namespace) -> int:
             sockets = bind(args.host, args.port)
             for sock in sockets:
                 stack.callback(sock.close)
+            for held in claim(sockets):
+                stack.callback(held.close)
             return await _serve_locked(args, data, symbols, tokens, sockets, stack)
     finally:
         os.close(lock)  # only after everything above is closed: no second server meanwhile
@@ -294,6 +338,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     if stop.is_set():
         log.warning("stopped during start-up, before listening")
         return 0
+    listen(sockets, f"{args.host}:{args.port}")
     for symbol in symbols:
         if symbol not in engine.books:
             await sequencer.submit(AddSymbol(symbol))
@@ -308,12 +353,9 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
                            keepalive_timeout=args.idle_timeout)
     await runner.setup()
-    sites = [web.SockSite(runner, sock, backlog=1024) for sock in sockets]
-    try:
-        for site in sites:
-            await site.start()
-    except OSError as e:
-        raise StartupError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
+    sites = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
+    for site in sites:
+        await site.start()
     port = runner.addresses[0][1] if runner.addresses else args.port
     print(f"tickflow listening on http://{args.host}:{port} (durability {sequencer.durability.value}, "
           f"data {data}, {recovery.records} records replayed)", flush=True)

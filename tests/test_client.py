@@ -13,10 +13,13 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiohttp
 import msgspec
 import pytest
 from aiohttp import web
 
+from helpers.logs import write_log
+from tickflow.core.types import AddSymbol, Command, NewOrder
 from tickflow.demo import ServerProcess
 from tickflow.net.client import (
     ApiError,
@@ -29,6 +32,7 @@ from tickflow.net.client import (
     Event,
     GapDetected,
     InvalidURL,
+    MAX_MESSAGE,
     Level,
     LocalBook,
     NotConnected,
@@ -43,6 +47,7 @@ from tickflow.net.client import (
     TradesReceived,
     ws_url,
 )
+from tickflow.net.server import WAL_FILE
 
 
 @pytest.fixture(scope="module")
@@ -378,6 +383,160 @@ async def test_events_iterator_sees_the_session_from_connect_to_close(server: Se
     await asyncio.wait_for(consumer, 10)
     assert seen[:2] == ["connecting", "connected"]
     assert "BookChanged" in seen and seen[-1] == "closed"
+
+
+# ---------------------------------------------------------------- books too big for one message
+
+DEEP_SIDE = 90_000
+"""Levels a side of DEEP: 180,000 levels of 24 bytes of JSON each make a snapshot over 4 MiB."""
+SWEEP = "SWEEP-ALL-ASKS.1"
+SWEEP_ORDERS = 26_000
+SWEEP_QTY = 38_000
+"""One market order for all of SWEEP's asks makes 26,000 trades: an update over 4 MiB."""
+
+
+def deep_levels() -> tuple[list[Level], list[Level]]:
+    """DEEP's levels as the log below leaves them, best first."""
+    bids = [Level(499_999_999 - i, 999_999_999 - i, 1) for i in range(DEEP_SIDE)]
+    asks = [Level(500_000_100 + i, 999_999_999 - i, 1) for i in range(DEEP_SIDE)]
+    return bids, asks
+
+
+@pytest.fixture(scope="module")
+def big_books(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server whose log holds DEEP's book and SWEEP's asks: replaying a log is the quickest way to
+    build books this big (order entry would take minutes)."""
+    bids, asks = deep_levels()
+    commands: list[Command] = [AddSymbol("DEEP"), AddSymbol(SWEEP)]
+    commands += [NewOrder("maker", "DEEP", "buy", "limit", lv.price, lv.qty) for lv in bids]
+    commands += [NewOrder("maker", "DEEP", "sell", "limit", lv.price, lv.qty) for lv in asks]
+    commands += [NewOrder("maker", SWEEP, "sell", "limit", 500_000_000 + i, SWEEP_QTY) for i in range(SWEEP_ORDERS)]
+    data = tmp_path_factory.mktemp("big-books")
+    write_log(str(data / WAL_FILE), commands)
+    proc = ServerProcess(data, symbols=["DEEP", SWEEP], durability="none")
+    proc.start(timeout=120)
+    yield proc
+    proc.kill()
+
+
+def _message(kind: str, seq: int, prev: int | None = None, bids: list[list[int]] | None = None,
+             asks: list[list[int]] | None = None, trade_ids: list[int] | None = None, more: int = 0) -> bytes:
+    """A feed message of symbol X, as the server words it."""
+    message: dict[str, object] = {"type": kind, "symbol": "X", "seq": seq, "bids": bids or [], "asks": asks or [],
+                     "trades": [{"tradeId": i, "symbol": "X", "price": 100, "qty": 1, "aggressor": "buy", "seq": seq,
+                                 "ts": 1} for i in trade_ids or []]}
+    if prev is not None:
+        message["prevSeq"] = prev
+    if more:
+        message["more"] = more
+    return msgspec.json.encode(message)
+
+
+async def test_a_message_in_parts_is_reported_once_whole_and_a_part_missing_is_a_gap() -> None:
+    session = Session("http://127.0.0.1:9")  # never connected: messages are fed to it
+    events: list[Event] = []
+    session.add_listener(events.append)
+    await session.feed(_message("snapshot", 5, bids=[[100, 1, 1]], asks=[[105, 1, 1]], trade_ids=[1], more=2))
+    book = session.books["X"]
+    await session.feed(_message("update", 5, 5, bids=[[99, 2, 1]]))
+    assert not book.live and events == []  # not whole yet
+    await session.feed(_message("update", 5, 5, asks=[[106, 3, 2]]))
+    assert book.live and (book.bids(), book.asks()) == ([Level(100, 1, 1), Level(99, 2, 1)],
+                                                        [Level(105, 1, 1), Level(106, 3, 2)])
+    assert [(type(e).__name__, e.seq if isinstance(e, BookChanged) else None) for e in events] == [
+        ("BookChanged", 5), ("TradesReceived", None)]
+    events.clear()
+    await session.feed(_message("update", 6, 5, bids=[[100, 0, 0]], trade_ids=[2], more=1))
+    assert not book.live and events == []
+    await session.feed(_message("update", 6, 6, asks=[[105, 0, 0]], trade_ids=[3]))
+    changed, traded = events
+    assert isinstance(changed, BookChanged) and (changed.seq, changed.snapshot) == (6, False) and book.live
+    assert isinstance(traded, TradesReceived) and [t.trade_id for t in traded.trades] == [2, 3]
+    assert (book.bids(), book.asks()) == ([Level(99, 2, 1)], [Level(106, 3, 2)])
+    events.clear()
+    await session.feed(_message("update", 7, 6, bids=[[98, 1, 1]], more=1))
+    await session.feed(_message("update", 8, 7, bids=[[97, 1, 1]]))  # not the part that was due
+    assert [e for e in events if isinstance(e, GapDetected)] == [GapDetected("X", 7, 7, 8)]
+    assert not book.live and session.gaps == 1
+    await session.feed(_message("update", 7, 7, bids=[[96, 1, 1]]))  # a late part of the message let go
+    assert not book.live and not [e for e in events if isinstance(e, BookChanged)]
+    await session.feed(_message("snapshot", 9, bids=[[90, 1, 1]], more=1))
+    await session.feed(b'{"type": "resync", "reason": "slow consumer"}')  # its other part was dropped
+    await session.feed(_message("update", 9, 9, bids=[[89, 1, 1]]))
+    assert not book.live and not [e for e in events if isinstance(e, BookChanged)]
+    await session.feed(_message("snapshot", 10, bids=[[80, 1, 1]]))
+    assert book.live and book.bids() == [Level(80, 1, 1)] and book.seq == 10
+
+
+async def test_a_book_too_big_for_one_message_arrives_whole(big_books: ServerProcess) -> None:
+    """Its snapshot in one message was over the 4 MiB a session takes: the connection failed (1009),
+    reconnected and failed again, forever. It now comes in parts of at most 1 MiB, reported once whole,
+    and a reader that knows nothing of parts (the web page) puts it together as well."""
+    bids, asks = deep_levels()
+    whole = msgspec.json.encode({"type": "snapshot", "symbol": "DEEP", "seq": 180_002, "bids": bids,
+                                 "asks": asks, "trades": []})
+    assert len(whole) > MAX_MESSAGE  # big enough to have failed
+    events: list[Event] = []
+    session = Session(big_books.url, "viewer", symbols=["DEEP"], reconnect=False)
+    session.add_listener(events.append)
+    async with session:
+        await wait_for(lambda: "DEEP" in session.books and session.books["DEEP"].live, 60)
+        book = session.books["DEEP"]
+        assert book.bids() == bids and book.asks() == asks
+        assert [e.snapshot for e in events if isinstance(e, BookChanged)] == [True]
+        placed = await session.place_order("DEEP", "buy", 7, 500_000_050)  # and the feed goes on from it
+        await wait_for(lambda: book.live and book.seq == placed.seq)
+        top = await session.http.book("DEEP", depth=1000)
+        assert top.seq == book.seq and (top.bids, top.asks) == (book.bids(1000), book.asks(1000))
+        assert book.best_bid == Level(500_000_050, 7, 1) and len(book) == 2 * DEEP_SIDE + 1
+        assert session.reconnects == 0 and session.gaps == 0 and session.connected
+    plain_bids, plain_asks = await plain_reader_book("DEEP", big_books.url)
+    assert plain_bids == {lv.price: lv for lv in [Level(500_000_050, 7, 1), *bids]}
+    assert plain_asks == {lv.price: lv for lv in asks}
+
+
+async def plain_reader_book(symbol: str, url: str) -> tuple[dict[int, Level], dict[int, Level]]:
+    """A symbol's book as a reader that applies updates by the protocol's rules and no more builds it
+    from a subscription, on aiohttp's default message limit; each message must be at most 1 MiB."""
+    bids: dict[int, Level] = {}
+    asks: dict[int, Level] = {}
+    async with aiohttp.ClientSession() as http, http.ws_connect(ws_url(url)) as ws:
+        await ws.send_json({"op": "subscribe", "symbols": [symbol]})
+        raw = [(await ws.receive(timeout=30)).data]
+        snapshot = json.loads(raw[0])
+        assert snapshot["type"] == "snapshot" and snapshot["more"] > 0
+        raw += [(await ws.receive(timeout=30)).data for _ in range(snapshot["more"])]
+        assert max(len(data) for data in raw) <= 1 << 20
+        for message in [snapshot, *map(json.loads, raw[1:])]:
+            assert message["symbol"] == symbol and message["seq"] == snapshot["seq"]
+            assert message is snapshot or (message["type"], message["prevSeq"]) == ("update", snapshot["seq"])
+            for side, levels in ((bids, message["bids"]), (asks, message["asks"])):
+                side.update({price: Level(price, qty, orders) for price, qty, orders in levels})
+    return bids, asks
+
+
+async def test_an_update_too_big_for_one_message_arrives_whole(big_books: ServerProcess) -> None:
+    """One market order through every ask: the update of its 26,000 trades was over the 4 MiB a session
+    takes, so the session lost its connection and the update. It now comes in parts, reported as one."""
+    events: list[Event] = []
+    session = Session(big_books.url, "watcher", symbols=[SWEEP], reconnect=False)
+    session.add_listener(events.append)
+    async with session, Client(big_books.url, "taker", timeout=60) as taker:
+        await wait_for(lambda: SWEEP in session.books and session.books[SWEEP].live, 60)
+        book = session.books[SWEEP]
+        asks = book.asks()
+        assert len(asks) == SWEEP_ORDERS
+        swept = await taker.place_order(SWEEP, "buy", SWEEP_ORDERS * SWEEP_QTY)
+        assert swept.status == "filled" and len(swept.fills) == SWEEP_ORDERS
+        await wait_for(lambda: book.live and book.seq == swept.seq, 30)
+        assert book.asks() == [] and book.bids() == []
+        trades = [t for e in events if isinstance(e, TradesReceived) for t in e.trades]
+        assert [t.trade_id for t in trades] == [f.trade_id for f in swept.fills]
+        assert [(e.seq, e.snapshot) for e in events if isinstance(e, BookChanged)][1:] == [(swept.seq, False)]
+        whole = msgspec.json.encode({"type": "update", "symbol": SWEEP, "seq": swept.seq, "prevSeq": swept.seq - 1,
+                                     "bids": [], "asks": [[lv.price, 0, 0] for lv in asks], "trades": trades})
+        assert len(whole) > MAX_MESSAGE  # big enough to have failed
+        assert session.reconnects == 0 and session.gaps == 0 and session.connected
 
 
 # ---------------------------------------------------------------- from a scripted user's review

@@ -1,4 +1,4 @@
-"""The WebSocket feed and order entry against a real server process."""
+"""The WebSocket feed and order entry against a real server process (and the feed's parts on their own)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from typing import Any
 import aiohttp
 
 from server_process import ServerProcess
+from tickflow.core.types import LevelChange, Outcome, Trade
+from tickflow.net.feed import PART_LEVELS, PART_TRADES, Feed, Subscriber
 
 
 class FeedMirror:
@@ -59,6 +61,69 @@ async def receive_until(ws: aiohttp.ClientWebSocketResponse, done: Any, timeout:
         assert msg.type is aiohttp.WSMsgType.TEXT, msg
         got.append(json.loads(msg.data))
     return got
+
+
+def test_a_book_too_big_for_one_message_is_sent_in_parts_any_reader_puts_together() -> None:
+    """(The feed alone, no server.) A snapshot or update over PART_LEVELS levels or PART_TRADES trades
+    goes in parts: the first says how many `more` follow, the rest are updates with seq = prevSeq, so
+    a reader that applies updates by the rules (FeedMirror) rebuilds it; each part is under 1 MiB, the
+    first holds the best levels of both sides, and between parts the book is never crossed."""
+    feed = Feed()
+    bids = [LevelChange("X", "buy", 100_000 + i, 1 + i % 9, 1 + i % 3) for i in range(20_000)]
+    asks = [LevelChange("X", "sell", 200_000 + i, 5, 2) for i in range(3)]
+    feed.load("X", 7, bids, asks, [])
+    sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
+    feed.subscribe(sub, "X")
+    parts = list(sub.buffer)
+    head, *rest = map(json.loads, parts)
+    assert max(map(len, parts)) < 1 << 20
+    assert head["type"] == "snapshot" and head["more"] == len(rest) == 2  # 20,000 bids, 8,192 a part
+    assert [(m["type"], m["seq"], m["prevSeq"], m["trades"]) for m in rest] == [("update", 7, 7, [])] * 2
+    assert head["bids"][0] == [119_999, 1 + 19_999 % 9, 1 + 19_999 % 3] and len(head["asks"]) == 3
+    mirror = FeedMirror()
+    for message in (head, *rest):
+        mirror.apply(message)
+    assert mirror.gaps == 0 and mirror.seq == 7
+    assert mirror.bids == {c.price: (c.qty, c.orders) for c in bids}
+    assert mirror.asks == {c.price: (c.qty, c.orders) for c in asks}
+
+    # One sell through every bid, resting at 50: 20,001 level changes and 1,100 trades in one update.
+    sub.buffer.clear()
+    trades = [Trade(i, "X", 120_000 - i, 1, 10 + i, 9, "b", "s", "sell", 8, 1_000) for i in range(1, 1_101)]
+    gone = [LevelChange("X", "buy", c.price, 0, 0) for c in reversed(bids)]
+    feed.publish([Outcome(8, None, None, trades, [*gone, LevelChange("X", "sell", 50, 9, 1)], [])])
+    parts = list(sub.buffer)
+    head, *rest = map(json.loads, parts)
+    assert max(map(len, parts)) < 1 << 20
+    assert (head["seq"], head["prevSeq"], head["more"]) == (8, 7, 2)  # 1,100 trades, 512 a part
+    assert [(m["seq"], m["prevSeq"]) for m in rest] == [(8, 8)] * 2
+    for message in (head, *rest):
+        mirror.apply(message)
+        assert not mirror.bids or max(mirror.bids) < min(mirror.asks)
+    assert mirror.gaps == 0 and mirror.seq == 8 and mirror.bids == {}
+    assert mirror.asks == {50: (9, 1), **{c.price: (c.qty, c.orders) for c in asks}}
+    assert [t["tradeId"] for t in mirror.trades] == list(range(1, 1_101))
+
+
+def test_every_part_is_under_1_mib_whatever_the_numbers() -> None:
+    """The bound PART_LEVELS and PART_TRADES promise, at the widest numbers JSON can be given here:
+    10-digit prices, 63-bit totals and ids, a 16-character symbol."""
+    feed = Feed()
+    symbol, big = "S" * 16, 2**63 - 1
+    feed.add_symbol(symbol, 0)
+    sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
+    feed.subscribe(sub, symbol)
+    sub.buffer.clear()
+    levels = [LevelChange(symbol, side, 1_000_000_000 + i, big, big) for side in ("buy", "sell")
+              for i in range(PART_LEVELS)]
+    trades = [Trade(big - i, symbol, 1_000_000_000, 1_000_000_000, big, big, "b", "s", "sell", big, big)
+              for i in range(2 * PART_TRADES)]
+    feed.publish([Outcome(1, None, None, trades, levels, [])])
+    parts = list(sub.buffer)
+    assert len(parts) == 2 and max(map(len, parts)) < 1 << 20
+    feed.subscribe(sub, symbol)  # the book now: PART_LEVELS a side, so two parts of both sides' halves
+    snapshot = list(sub.buffer)[2:]
+    assert len(snapshot) == 2 and max(map(len, snapshot)) < 1 << 20
 
 
 async def test_snapshot_then_updates_reproduce_the_book_and_the_trades(server: ServerProcess) -> None:

@@ -6,7 +6,8 @@ Two halves, sharing one `aiohttp.ClientSession`:
   symbols, health), each returning a typed result or raising `ApiError` with the status and body.
 - `Session`: one WebSocket that keeps itself up. Order entry correlated by request id (up to
   MAX_IN_FLIGHT on the wire at once; more wait their turn), market data applied into a `LocalBook` per symbol (snapshot, then updates checked against
-  `prevSeq`; a gap re-subscribes), private order updates, and reconnection with exponential backoff
+  `prevSeq`; a gap re-subscribes; a big book's snapshot comes in parts, reported once whole), private
+  order updates, and reconnection with exponential backoff
   plus jitter that re-authenticates and re-subscribes. What happens is reported as `Event`s, to
   listeners (`add_listener`) and to async iterators (`events()`).
 
@@ -70,6 +71,11 @@ MAX_IN_FLIGHT = 1024
 """Order-entry requests one WebSocket may have in flight (the server answers 429 above it); more wait."""
 CLOSED_MEMORY = 65_536
 """Closed orders a session remembers, so that an older state read late never reopens one."""
+MAX_MESSAGE = 4 * 1024 * 1024
+"""The largest WebSocket message a session takes (aiohttp's default, named): a bound, so that a server
+cannot make a client hold any amount of memory for one message. Market data comes in parts of at most
+1 MiB whatever the book's size (the server's PART_LEVELS); only the answer to an order that fills
+against some 100,000 orders at once (and its own-order update) is bigger, and ends the connection (1009)."""
 
 
 def new_http_session() -> aiohttp.ClientSession:
@@ -230,6 +236,8 @@ class _Snapshot(msgspec.Struct, tag_field="type", tag="snapshot", rename="camel"
     bids: list[Level]
     asks: list[Level]
     trades: list[Trade] = []
+    more: int = 0
+    """Parts still to come (updates with seq = prevSeq = this seq) when the book did not fit one message."""
 
 
 class _Update(msgspec.Struct, tag_field="type", tag="update", rename="camel"):
@@ -239,6 +247,7 @@ class _Update(msgspec.Struct, tag_field="type", tag="update", rename="camel"):
     bids: list[Level] = []
     asks: list[Level] = []
     trades: list[Trade] = []
+    more: int = 0
 
 
 class _Result(msgspec.Struct, tag_field="type", tag="result"):
@@ -539,8 +548,9 @@ class Client:
 class LocalBook:
     """A symbol's book as the feed describes it: a snapshot, then level changes in `seq` order.
 
-    `live` is False until the first snapshot and again from a detected gap until the next snapshot;
-    while it is False the levels are stale and updates are ignored.
+    `live` is False until the first snapshot and again from a detected gap until the next snapshot
+    (and while a snapshot or update sent in parts is still arriving); while it is False the levels are
+    stale or incomplete.
     """
 
     def __init__(self, symbol: str) -> None:
@@ -619,7 +629,8 @@ class StateChanged:
 
 @dataclass(frozen=True, slots=True)
 class BookChanged:
-    """`book` (the session's `LocalBook`) took a snapshot (`snapshot=True`) or an update."""
+    """`book` (the session's `LocalBook`) took a snapshot (`snapshot=True`) or an update; one the server
+    sent in parts (a book too big for one message) is reported once, when the last part is in."""
 
     symbol: str
     book: LocalBook
@@ -644,7 +655,8 @@ class OrderChanged:
 
 @dataclass(frozen=True, slots=True)
 class GapDetected:
-    """An update's `prevSeq` was not the `seq` held: the book is stale until the fresh snapshot."""
+    """An update's `prevSeq` was not the `seq` held (or a part of a message sent in parts is missing):
+    the book is stale until the fresh snapshot."""
 
     symbol: str
     held_seq: int
@@ -686,6 +698,15 @@ class Backoff:
 
 
 # ------------------------------------------------------------------ WebSocket session
+
+
+@dataclass
+class _Parts:
+    """A snapshot or update the server sent in parts: how many are still to come, and their trades."""
+
+    left: int
+    snapshot: bool
+    trades: list[Trade]
 
 
 @dataclass
@@ -753,6 +774,8 @@ class Session:
         self._fatal: AuthFailed | None = None
         self._last_trade: dict[str, int] = {}
         self._backfills: dict[str, _Backfill] = {}
+        self._parts: dict[str, _Parts] = {}
+        """Per symbol, the snapshot or update whose parts are arriving (its book is not live meanwhile)."""
         self._http_client: Client | None = None
         self._was_connected = False
         self._stopped = False
@@ -949,6 +972,7 @@ class Session:
             book = self.books.get(s)
             if book is not None:
                 book.live = False
+            self._parts.pop(s, None)  # parts already on their way are let go with the rest of the stream
         if self.connected and symbols:
             await self._send_quietly({"op": "unsubscribe", "symbols": list(symbols)})
 
@@ -1069,7 +1093,8 @@ class Session:
         self._was_connected = False
         assert self._http is not None
         ws = await asyncio.wait_for(
-            self._http.ws_connect(ws_url(self.url), heartbeat=self._heartbeat, autoping=True),
+            self._http.ws_connect(ws_url(self.url), heartbeat=self._heartbeat, autoping=True,
+                                  max_msg_size=MAX_MESSAGE),
             self._connect_timeout)
         self._ws = ws
         if self.token:
@@ -1152,6 +1177,7 @@ class Session:
         self._fail_waiters()
         for book in self.books.values():
             book.live = False
+        self._parts.clear()
         ws, self._ws = self._ws, None
         if ws is not None and not ws.closed:
             task = asyncio.ensure_future(self._close_ws(ws))
@@ -1214,6 +1240,7 @@ class Session:
         are never dropped, but the orders are read again all the same (an older server dropped them)."""
         for book in self.books.values():
             book.live = False
+        self._parts.clear()
         self._emit(Resynced(msg.reason))
         self._catch_up()
 
@@ -1223,6 +1250,11 @@ class Session:
             book = self.books[msg.symbol] = LocalBook(msg.symbol)
         book.load(msg.seq, msg.bids, msg.asks)
         self.last_seq = max(self.last_seq, msg.seq)
+        self._parts.pop(msg.symbol, None)
+        if msg.more:
+            book.live = False
+            self._parts[msg.symbol] = _Parts(msg.more, True, list(msg.trades))
+            return
         self._emit(BookChanged(msg.symbol, book, msg.seq, True))
         self._snapshot_trades(msg.symbol, list(msg.trades))
 
@@ -1294,19 +1326,44 @@ class Session:
 
     async def _on_update(self, msg: _Update) -> None:
         book = self.books.get(msg.symbol)
-        if book is None or not book.live:
+        parts = self._parts.get(msg.symbol)
+        if book is None or not (book.live or parts):
             return  # waiting for a snapshot: it will include this change
-        if msg.prev_seq != book.seq:
-            book.live = False
-            self.gaps += 1
-            self._emit(GapDetected(msg.symbol, book.seq, msg.prev_seq, msg.seq))
-            await self._send_quietly({"op": "subscribe", "symbols": [msg.symbol]})
+        # A part continues its message: prevSeq and seq both the seq that message brought.
+        if msg.prev_seq != book.seq or (parts and msg.seq != book.seq):
+            await self._gap(book, msg)
             return
         book.apply(msg.seq, msg.bids, msg.asks)
         self.last_seq = max(self.last_seq, msg.seq)
-        self._emit(BookChanged(msg.symbol, book, msg.seq, False))
-        if msg.trades:
-            self._update_trades(msg.symbol, msg.trades)
+        if parts is None and msg.more:
+            book.live = False
+            self._parts[msg.symbol] = _Parts(msg.more, False, list(msg.trades))
+        elif parts is not None:
+            parts.trades.extend(msg.trades)
+            parts.left -= 1
+            if not parts.left:
+                self._whole(book, self._parts.pop(msg.symbol))
+        else:
+            self._emit(BookChanged(msg.symbol, book, msg.seq, False))
+            if msg.trades:
+                self._update_trades(msg.symbol, msg.trades)
+
+    def _whole(self, book: LocalBook, parts: _Parts) -> None:
+        """The last part of a snapshot or update arrived: report it as one."""
+        book.live = True
+        self._emit(BookChanged(book.symbol, book, book.seq, parts.snapshot))
+        if parts.snapshot:
+            self._snapshot_trades(book.symbol, parts.trades)
+        elif parts.trades:
+            self._update_trades(book.symbol, parts.trades)
+
+    async def _gap(self, book: LocalBook, msg: _Update) -> None:
+        """Something was missed (an update, or a part of one): the book is stale until a fresh snapshot."""
+        book.live = False
+        self._parts.pop(book.symbol, None)
+        self.gaps += 1
+        self._emit(GapDetected(book.symbol, book.seq, msg.prev_seq, msg.seq))
+        await self._send_quietly({"op": "subscribe", "symbols": [book.symbol]})
 
     async def feed(self, data: str | bytes) -> None:
         """Handle one server message as if it had arrived on the socket (for tests and replays)."""

@@ -29,6 +29,14 @@ RESYNC_WINDOW = 10.0
 MAX_REPLIES = 4096
 """Answers (or updates of its own orders) waiting for a client that does not read them, before it is
 closed (1008)."""
+PART_LEVELS = 16_384
+"""Levels in one market-data message at most; a snapshot or update with more is sent in parts (`_parts`).
+A level is at most 54 bytes of JSON (a 10-digit price, totals below 2**63) and a trade 233 (a 16-character
+symbol, 63-bit ids), so a part of PART_LEVELS levels and PART_TRADES trades stays under 1 MiB, whatever the
+book: a client need not accept more (aiohttp's default limit is 4 MiB), while a whole book can hold up to
+MAX_PRICE levels, tens of gigabytes."""
+PART_TRADES = 512
+"""Trades in one market-data message at most (a snapshot carries RECENT_TRADES, an update those of its batch)."""
 
 
 class SymbolMirror:
@@ -78,8 +86,9 @@ class Subscriber:
         self.blocked = False
         """True while the writer waits for the socket to drain (the client is not reading)."""
 
-    def send(self, message: str | bytes) -> None:
-        """Queue feed data; a full buffer is dropped and replaced by a resync, never waited for."""
+    def send(self, parts: list[bytes]) -> None:
+        """Queue one feed message (its parts, together); a full buffer is dropped and replaced by a
+        resync, never waited for."""
         if self.closed:
             return
         pending = len(self.buffer)
@@ -89,7 +98,7 @@ class Subscriber:
         if pending >= limit and (self.blocked or pending >= 8 * limit):
             self._resync()
             return
-        self.buffer.append(message)
+        self.buffer.extend(parts)
         self.wake.set()
 
     def reply(self, message: str | bytes) -> None:
@@ -135,7 +144,7 @@ class Subscriber:
             return
         self.buffer.append(encode({"type": "resync", "reason": "slow consumer"}))
         for symbol in sorted(self.symbols):
-            self.buffer.append(self.feed.snapshot(symbol))
+            self.buffer.extend(self.feed.snapshot(symbol))
         self.wake.set()
 
     async def _drop(self, code: int, why: bytes) -> None:
@@ -239,10 +248,11 @@ class Feed:
             mirror.last = entry.trades[-1].price
         subs = self.by_symbol.get(symbol)
         if subs:
-            message = encode({"type": "update", "symbol": symbol, "seq": entry.seq, "prevSeq": mirror.seq,
-                              "bids": bids, "asks": asks, "trades": entry.trades})
+            head = {"type": "update", "symbol": symbol, "seq": entry.seq, "prevSeq": mirror.seq}
+            fits = len(bids) + len(asks) <= PART_LEVELS and len(entry.trades) <= PART_TRADES
+            parts = _parts(head, *(([bids], [asks]) if fits else _removals_first(bids, asks)), entry.trades)
             for sub in subs:
-                sub.send(message)
+                sub.send(parts)
         mirror.seq = entry.seq
 
     def add_symbol(self, symbol: str, seq: int) -> None:
@@ -273,11 +283,12 @@ class Feed:
                 waiting.append((seq, future))
         self._waiters = waiting
 
-    def snapshot(self, symbol: str) -> bytes:
+    def snapshot(self, symbol: str) -> list[bytes]:
+        """The whole book and the recent trades: one message, or its parts for a book over PART_LEVELS."""
         mirror = self.mirrors[symbol]
         bids, asks = mirror.sorted()
-        return encode({"type": "snapshot", "symbol": symbol, "seq": mirror.seq, "bids": bids,
-                       "asks": asks, "trades": list(mirror.trades)})
+        head = {"type": "snapshot", "symbol": symbol, "seq": mirror.seq}
+        return _parts(head, _halves(bids), _halves(asks), list(mirror.trades))
 
     def book(self, symbol: str, depth: int) -> dict[str, Any]:
         mirror = self.mirrors[symbol]
@@ -325,6 +336,52 @@ class Feed:
         sub.account = account
         if updates:
             self.by_account.setdefault(account, set()).add(sub)
+
+
+Levels = list[list[int]]
+
+
+def _parts(head: dict[str, Any], bids: list[Levels], asks: list[Levels], trades: list[Any]) -> list[bytes]:
+    """One snapshot or update as messages of at most PART_LEVELS levels and PART_TRADES trades each.
+
+    `bids` and `asks` are the levels already cut in the pieces each part takes (the i-th of each go in
+    part i). The first part is `head` with `more`, the number of parts after it, when there are any;
+    those are updates with `seq` and `prevSeq` both the head's `seq`. A client that applies updates by
+    the usual rules (prevSeq must be the seq held; levels are totals) so rebuilds the whole message with
+    no code of its own for parts, and a part lost in a resync is a resync as ever.
+    """
+    count = max(len(bids), len(asks), -(-len(trades) // PART_TRADES), 1)
+    seq = head["seq"]
+    parts = []
+    for i in range(count):
+        start = head if i == 0 else {"type": "update", "symbol": head["symbol"], "seq": seq, "prevSeq": seq}
+        message = {**start, "bids": bids[i] if i < len(bids) else [], "asks": asks[i] if i < len(asks) else [],
+                   "trades": trades[i * PART_TRADES:(i + 1) * PART_TRADES]}
+        if i == 0 and count > 1:
+            message["more"] = count - 1
+        parts.append(encode(message))
+    return parts
+
+
+def _halves(levels: Levels) -> list[Levels]:
+    """One side of a snapshot, best first, in pieces of half a part: every part holds both sides' next
+    levels, so the first shows the top of the book."""
+    size = PART_LEVELS // 2
+    return [levels[i:i + size] for i in range(0, len(levels), size)]
+
+
+def _removals_first(bids: Levels, asks: Levels) -> tuple[list[Levels], list[Levels]]:
+    """An update's levels in pieces of PART_LEVELS, the levels that go before those that come or change.
+    A reader that shows the book between parts then never sees it crossed: while levels go, its prices
+    are some of the old book's; once they have gone, some of the new book's."""
+    sided = [(True, level) for level in bids] + [(False, level) for level in asks]
+    changes = [change for change in sided if change[1][1] == 0] + [change for change in sided if change[1][1]]
+    pieces: tuple[list[Levels], list[Levels]] = ([], [])
+    for start in range(0, len(changes), PART_LEVELS):
+        piece = changes[start:start + PART_LEVELS]
+        pieces[0].append([level for is_bid, level in piece if is_bid])
+        pieces[1].append([level for is_bid, level in piece if not is_bid])
+    return pieces
 
 
 class _SymbolBatch:

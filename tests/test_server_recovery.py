@@ -645,3 +645,16 @@ def test_tickflow_log_upgrade_refuses_at_once_where_it_cannot_write(tmp_path: Pa
     assert out.returncode == 1 and f"cannot open the log {data / 'wal.log'} to read and write it" in out.stderr
     assert "Traceback" not in out.stderr
     assert _files(data) == {"wal.log": old}
+
+
+@pytest.mark.parametrize("content", [os.urandom(5000), b"\0" * 100, b"hello, this is somebody's notes\n"])
+def test_tickflow_log_upgrade_refuses_a_file_that_is_no_old_log(tmp_path: Path, content: bytes) -> None:
+    """Given the header, a foreign file would read as a torn first record, and the next start would cut it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "wal.log").write_bytes(content)
+    out = _tickflow_log(data, "--upgrade")
+    assert out.returncode == 1, out.stdout
+    assert "does not start with a whole tickflow record" in out.stderr and "Traceback" not in out.stderr
+    assert (data / "wal.log").read_bytes() == content
+    assert not (data / "wal.log.upgrading").exists()

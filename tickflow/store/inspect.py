@@ -20,7 +20,7 @@ from pathlib import Path
 from tickflow.core.engine import Engine
 from tickflow.store.lock import LOCK_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
 from tickflow.store.replay import Recovery, recover
-from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, add_header
+from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, add_header, starts_with_record
 
 TORN = 2
 CLOSED_PIPE = 141
@@ -74,6 +74,11 @@ def _upgrade(path: str) -> int:
     if old.startswith(FILE_HEADER):
         print(f"{path} already starts with its header: nothing to do")
         return 0
+    if old and not starts_with_record(old):
+        # With the header, a server would take these bytes for a torn first record and cut them all.
+        print(f"tickflow log: not upgraded: {path} does not start with a whole tickflow record, so it is no log "
+              f"from before logs had a header (another program's file?). {path} is unchanged.", file=sys.stderr)
+        return 1
     try:
         recovery = recover(Wal.checking(path, FILE_HEADER + old), Engine())
     except CorruptLog as e:

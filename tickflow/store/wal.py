@@ -175,6 +175,12 @@ def _valid_record_after(data: bytes, offset: int) -> bool:
     return False
 
 
+def starts_with_record(data: bytes) -> bool:
+    """True when `data` begins with a whole record whose checksum holds: a log from before logs had a
+    header does; a foreign file almost never does (its first 8 bytes would have to frame a CRC-32)."""
+    return _check(data, 0) is None
+
+
 def _records_start(path: str, data: bytes) -> int | None:
     """Where the records begin: after the file header; None for a file that holds no log yet.
 
@@ -192,7 +198,7 @@ def _records_start(path: str, data: bytes) -> int | None:
         raise NotALog(path, f"a log in format v{version}, which this tickflow cannot read (it reads v1): "
                             "written by a newer tickflow?")
     first_line = FILE_HEADER.decode().strip()
-    if _check(data, 0) is None:
+    if starts_with_record(data):
         raise NotALog(path, f'it starts with a whole record but not with "{first_line}": a log written before '
                             "tickflow logs had a header? `tickflow log --upgrade` gives it one")
     raise NotALog(path, f'it does not start with "{first_line}" (a tickflow log\'s first line), '

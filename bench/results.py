@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import subprocess
 import sys
 import time
@@ -28,10 +29,11 @@ README_START = "<!-- results:start -->"
 README_END = "<!-- results:end -->"
 
 
-def yardstick() -> float:
-    """Millions of steps/s of a fixed pure-Python loop, best of 3: how fast this shared machine runs the
-    interpreter right now. Its speed swings by 2-3x between hours, and absolute figures (the engine,
-    replay) swing with it, so each section records the yardstick taken just before it ran."""
+def yardstick() -> tuple[float, float]:
+    """How fast this shared machine runs the interpreter right now: millions of steps/s of a fixed loop
+    (compute), and millions of dict inserts and lookups/s over 500k random keys (memory), best of a few.
+    Its speed swings by 2-3x between hours, and the memory-heavy kind (the engine, replay) most, so each
+    section records both, taken just before it ran."""
     best = float("inf")
     for _ in range(3):
         started = time.perf_counter()
@@ -39,12 +41,25 @@ def yardstick() -> float:
         for i in range(2_000_000):
             total += i
         best = min(best, time.perf_counter() - started)
-    return round(2.0 / best, 1)
+    rng = random.Random(7)
+    keys = [rng.getrandbits(40) for _ in range(500_000)]
+    order = keys[:]
+    rng.shuffle(order)
+    best_dict = float("inf")
+    for _ in range(2):
+        started = time.perf_counter()
+        table = {k: [k, k + 1, None] for k in keys}
+        for k in order:
+            total += table[k][0]
+        best_dict = min(best_dict, time.perf_counter() - started)
+        del table
+    return round(2.0 / best, 1), round(1.0 / best_dict, 2)
 
 
 def _run(name: str, cmd: list[str]) -> dict[str, Any]:
     speed = yardstick()
-    print(f"running {name} (yardstick {speed} M steps/s): {' '.join(cmd)}", file=sys.stderr, flush=True)
+    print(f"running {name} (yardstick: {speed[0]} M steps/s, {speed[1]} M dict ops/s): {' '.join(cmd)}",
+          file=sys.stderr, flush=True)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -53,7 +68,7 @@ def _run(name: str, cmd: list[str]) -> dict[str, Any]:
     result = json.loads(lines[-1])
     result["_command"] = " ".join(["python", *cmd[1:]]).replace(str(ROOT) + "/", "")
     result["_seconds"] = round(time.monotonic() - started, 1)
-    result["_yardstick"] = speed
+    result["_yardstick"] = list(speed)
     return result
 
 
@@ -305,13 +320,19 @@ def render(r: dict[str, Any], commands: list[str]) -> str:
     lines += commands + ["```", ""]
     speeds = [(name, r[name]["_yardstick"]) for name in SECTIONS if name in r and "_yardstick" in r[name]]
     if speeds:
-        lines += ["The machine's speed when each section started (`yardstick()` in bench/results.py: millions of "
-                  "steps/s of a fixed pure-Python loop, best of 3; it has read from 12 to 26 within a minute here). "
-                  "Absolute figures such as replay's records/s move with it; the ratios are measured in alternating "
-                  "rounds and move much less.", "",
-                  "| section | yardstick, M steps/s |", "| --- | ---: |"]
-        lines += [f"| {name} | {speed} |" for name, speed in speeds] + [""]
+        lines += ["The machine's speed when each section started (`yardstick()` in bench/results.py: a fixed "
+                  "pure-Python loop, and dict inserts and lookups over 500k random keys). Absolute figures such as "
+                  "replay's records/s move with it, the memory-heavy ones most; the ratios are measured in "
+                  "alternating rounds and move much less.", "",
+                  "| section | loop, M steps/s | dict, M ops/s |", "| --- | ---: | ---: |"]
+        lines += [f"| {name} | {_speeds(speed)} |" for name, speed in speeds] + [""]
     return "\n".join(lines)
+
+
+def _speeds(speed: float | list[float]) -> str:
+    """A section's yardstick as table cells (runs before the dict yardstick recorded the loop only)."""
+    loop, memory = (speed, None) if isinstance(speed, (int, float)) else speed
+    return f"{loop} | {memory if memory is not None else '-'}"
 
 
 def update_readme(table: list[str]) -> None:

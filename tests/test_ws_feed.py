@@ -51,6 +51,11 @@ class FeedMirror:
                 "asks": [{"price": p, "qty": self.asks[p][0], "orders": self.asks[p][1]} for p in sorted(self.asks)]}
 
 
+def queued(sub: Subscriber) -> list[bytes]:
+    """The feed messages waiting for `sub`, a message in parts as its parts."""
+    return [part for entry in sub.buffer for part in (entry if isinstance(entry, tuple) else (entry,))]
+
+
 async def receive_until(ws: aiohttp.ClientWebSocketResponse, done: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
     got = []
     deadline = time.monotonic() + timeout
@@ -74,7 +79,7 @@ def test_a_book_too_big_for_one_message_is_sent_in_parts_any_reader_puts_togethe
     feed.load("X", 7, bids, asks, [])
     sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
     feed.subscribe(sub, "X")
-    parts = list(sub.buffer)
+    parts = queued(sub)
     head, *rest = map(json.loads, parts)
     assert max(map(len, parts)) < 1 << 20
     assert head["type"] == "snapshot" and head["more"] == len(rest) == 2  # 20,000 bids, 8,192 a part
@@ -92,7 +97,7 @@ def test_a_book_too_big_for_one_message_is_sent_in_parts_any_reader_puts_togethe
     trades = [Trade(i, "X", 120_000 - i, 1, 10 + i, 9, "b", "s", "sell", 8, 1_000) for i in range(1, 1_101)]
     gone = [LevelChange("X", "buy", c.price, 0, 0) for c in reversed(bids)]
     feed.publish([Outcome(8, None, None, trades, [*gone, LevelChange("X", "sell", 50, 9, 1)], [])])
-    parts = list(sub.buffer)
+    parts = queued(sub)
     head, *rest = map(json.loads, parts)
     assert max(map(len, parts)) < 1 << 20
     assert (head["seq"], head["prevSeq"], head["more"]) == (8, 7, 2)  # 1,100 trades, 512 a part
@@ -119,11 +124,68 @@ def test_every_part_is_under_1_mib_whatever_the_numbers() -> None:
     trades = [Trade(big - i, symbol, 1_000_000_000, 1_000_000_000, big, big, "b", "s", "sell", big, big)
               for i in range(2 * PART_TRADES)]
     feed.publish([Outcome(1, None, None, trades, levels, [])])
-    parts = list(sub.buffer)
+    parts = queued(sub)
     assert len(parts) == 2 and max(map(len, parts)) < 1 << 20
     feed.subscribe(sub, symbol)  # the book now: PART_LEVELS a side, so two parts of both sides' halves
-    snapshot = list(sub.buffer)[2:]
+    snapshot = queued(sub)[2:]
     assert len(snapshot) == 2 and max(map(len, snapshot)) < 1 << 20
+
+
+async def test_a_resync_snapshot_carries_the_seq_of_the_levels_it_holds() -> None:
+    """A send that resyncs a slow subscriber snapshots the book with the batch being published in it:
+    its seq must be that batch's, or the client holds a wrong seq and takes the next update for a gap."""
+    feed = Feed(buffer_messages=2)
+    feed.add_symbol("X", 10)
+    sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
+    feed.subscribe(sub, "X")
+    sub.blocked = True  # its socket is backed up: a full buffer now means a resync
+    for seq, price in ((11, 100), (12, 99), (13, 98)):
+        feed.publish([Outcome(seq, None, None, [], [LevelChange("X", "buy", price, 5, 1)], [])])
+    messages = [json.loads(m) for m in queued(sub)]
+    snapshot = next(m for m in messages if m["type"] == "snapshot")
+    assert messages[0] == {"type": "resync", "reason": "slow consumer"}
+    assert snapshot["seq"] == feed.mirrors["X"].seq == 13
+    assert [level[0] for level in snapshot["bids"]] == [100, 99, 98]
+
+
+def test_a_message_in_parts_counts_once_against_the_subscribers_buffer() -> None:
+    """One update of many trades goes in many parts; it is one message behind, not dozens."""
+    feed = Feed(buffer_messages=4)
+    feed.add_symbol("X", 0)
+    sub = Subscriber(feed, None)  # type: ignore[arg-type]
+    feed.subscribe(sub, "X")
+    sub.blocked = True
+    trades = [Trade(i, "X", 100, 1, 10 + i, 9, "b", "s", "sell", 1, 1_000) for i in range(1, 10 * PART_TRADES)]
+    feed.publish([Outcome(1, None, None, trades, [LevelChange("X", "buy", 100, 5, 1)], [])])
+    feed.publish([Outcome(2, None, None, [], [LevelChange("X", "buy", 101, 5, 1)], [])])
+    assert len(sub.buffer) == 3 and len(queued(sub)) == 1 + 10 + 1  # snapshot, update in 10 parts, update
+    assert feed.stats_resyncs == 0
+
+
+async def test_nothing_is_sent_between_the_parts_of_a_message() -> None:
+    """Answers go before the feed, but not into the middle of a message in parts."""
+    sent: list[str] = []
+
+    class Socket:
+        async def send_frame(self, data: bytes, kind: object) -> None:
+            sent.append(json.loads(data).get("type", "?"))
+            if len(sent) == 2:  # an answer arrives while the parts are going out
+                sub.reply(b'{"type": "result", "id": 1}')
+            await asyncio.sleep(0)
+
+    feed = Feed()
+    feed.add_symbol("X", 0)
+    sub = Subscriber(feed, Socket())  # type: ignore[arg-type]
+    feed.subscribe(sub, "X")
+    trades = [Trade(i, "X", 100, 1, 10 + i, 9, "b", "s", "sell", 1, 1_000) for i in range(1, 3 * PART_TRADES)]
+    feed.publish([Outcome(1, None, None, trades, [LevelChange("X", "buy", 100, 5, 1)], [])])
+    writer = asyncio.create_task(sub.write_loop())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    sub.closed = True
+    sub.wake.set()
+    await writer
+    assert sent == ["snapshot", "update", "update", "update", "result"]
 
 
 async def test_snapshot_then_updates_reproduce_the_book_and_the_trades(server: ServerProcess) -> None:

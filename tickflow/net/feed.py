@@ -30,7 +30,8 @@ MAX_REPLIES = 4096
 """Answers (or updates of its own orders) waiting for a client that does not read them, before it is
 closed (1008)."""
 PART_LEVELS = 16_384
-"""Levels in one market-data message at most; a snapshot or update with more is sent in parts (`_parts`).
+"""Levels in one market-data message at most; an update with more is sent in parts (`_parts`), and a
+snapshot takes at most half of them from each side per part (so a side over 8,192 levels splits it).
 A level is at most 54 bytes of JSON (a 10-digit price, totals below 2**63) and a trade 233 (a 16-character
 symbol, 63-bit ids), so a part of PART_LEVELS levels and PART_TRADES trades stays under 1 MiB, whatever the
 book: a client need not accept more (aiohttp's default limit is 4 MiB), while a whole book can hold up to
@@ -77,7 +78,8 @@ class Subscriber:
         self.transport = transport
         self.symbols: set[str] = set()
         self.account: str | None = None
-        self.buffer: deque[str | bytes] = deque()
+        # Feed data: a message, or a message in parts (a tuple, sent together and counted once).
+        self.buffer: deque[str | bytes | tuple[bytes, ...]] = deque()
         self.replies: deque[str | bytes] = deque()
         self.private: deque[str | bytes] = deque()
         self.wake = asyncio.Event()
@@ -86,9 +88,9 @@ class Subscriber:
         self.blocked = False
         """True while the writer waits for the socket to drain (the client is not reading)."""
 
-    def send(self, parts: list[bytes]) -> None:
-        """Queue one feed message (its parts, together); a full buffer is dropped and replaced by a
-        resync, never waited for."""
+    def send(self, message: bytes | tuple[bytes, ...]) -> None:
+        """Queue one feed message (a tuple of parts is one message); a full buffer is dropped and
+        replaced by a resync, never waited for."""
         if self.closed:
             return
         pending = len(self.buffer)
@@ -98,7 +100,7 @@ class Subscriber:
         if pending >= limit and (self.blocked or pending >= 8 * limit):
             self._resync()
             return
-        self.buffer.extend(parts)
+        self.buffer.append(message)
         self.wake.set()
 
     def reply(self, message: str | bytes) -> None:
@@ -144,7 +146,7 @@ class Subscriber:
             return
         self.buffer.append(encode({"type": "resync", "reason": "slow consumer"}))
         for symbol in sorted(self.symbols):
-            self.buffer.extend(self.feed.snapshot(symbol))
+            self.buffer.append(self.feed.snapshot(symbol))
         self.wake.set()
 
     async def _drop(self, code: int, why: bytes) -> None:
@@ -170,7 +172,11 @@ class Subscriber:
                     # Encoded once as UTF-8 JSON bytes, shared by every subscriber, sent as a text frame.
                     # send_frame only suspends when the transport is over its high-water mark.
                     self.blocked = True
-                    await send(message if isinstance(message, bytes) else message.encode(), text)
+                    if isinstance(message, tuple):  # a message in parts: nothing comes between them
+                        for part in message:
+                            await send(part, text)
+                    else:
+                        await send(message if isinstance(message, bytes) else message.encode(), text)
                     self.blocked = False
         except (ConnectionError, RuntimeError, asyncio.CancelledError):
             pass
@@ -246,14 +252,20 @@ class Feed:
         if entry.trades:
             mirror.trades.extend(entry.trades)
             mirror.last = entry.trades[-1].price
+        # The mirror's seq moves before anything is sent: a send may resync a slow subscriber, and the
+        # snapshot it then gets holds this batch's levels, so it must carry this batch's seq.
+        prev, mirror.seq = mirror.seq, entry.seq
         subs = self.by_symbol.get(symbol)
         if subs:
-            head = {"type": "update", "symbol": symbol, "seq": entry.seq, "prevSeq": mirror.seq}
-            fits = len(bids) + len(asks) <= PART_LEVELS and len(entry.trades) <= PART_TRADES
-            parts = _parts(head, *(([bids], [asks]) if fits else _removals_first(bids, asks)), entry.trades)
+            message: bytes | tuple[bytes, ...]
+            if len(bids) + len(asks) <= PART_LEVELS and len(entry.trades) <= PART_TRADES:
+                message = encode({"type": "update", "symbol": symbol, "seq": entry.seq, "prevSeq": prev,
+                                  "bids": bids, "asks": asks, "trades": entry.trades})
+            else:
+                head = {"type": "update", "symbol": symbol, "seq": entry.seq, "prevSeq": prev}
+                message = _parts(head, *_removals_first(bids, asks), entry.trades)
             for sub in subs:
-                sub.send(parts)
-        mirror.seq = entry.seq
+                sub.send(message)
 
     def add_symbol(self, symbol: str, seq: int) -> None:
         if symbol not in self.mirrors:
@@ -283,7 +295,7 @@ class Feed:
                 waiting.append((seq, future))
         self._waiters = waiting
 
-    def snapshot(self, symbol: str) -> list[bytes]:
+    def snapshot(self, symbol: str) -> bytes | tuple[bytes, ...]:
         """The whole book and the recent trades: one message, or its parts for a book over PART_LEVELS."""
         mirror = self.mirrors[symbol]
         bids, asks = mirror.sorted()
@@ -341,8 +353,10 @@ class Feed:
 Levels = list[list[int]]
 
 
-def _parts(head: dict[str, Any], bids: list[Levels], asks: list[Levels], trades: list[Any]) -> list[bytes]:
-    """One snapshot or update as messages of at most PART_LEVELS levels and PART_TRADES trades each.
+def _parts(head: dict[str, Any], bids: list[Levels], asks: list[Levels], trades: list[Any]
+           ) -> bytes | tuple[bytes, ...]:
+    """One snapshot or update as messages of at most PART_LEVELS levels and PART_TRADES trades each:
+    the message itself when it fits in one, else a tuple of its parts (queued and sent as one).
 
     `bids` and `asks` are the levels already cut in the pieces each part takes (the i-th of each go in
     part i). The first part is `head` with `more`, the number of parts after it, when there are any;
@@ -360,7 +374,7 @@ def _parts(head: dict[str, Any], bids: list[Levels], asks: list[Levels], trades:
         if i == 0 and count > 1:
             message["more"] = count - 1
         parts.append(encode(message))
-    return parts
+    return parts[0] if count == 1 else tuple(parts)
 
 
 def _halves(levels: Levels) -> list[Levels]:

@@ -78,9 +78,9 @@ class Engine:
         # the order as sent, so a retry is compared with it: keeping the command too cost a third
         # of the memory an order with a clientOrderId holds.
         self.idempotency: dict[tuple[str, str], OrderState] = {}
-        # One string object per account name, shared by all of its orders: each decoded record and
-        # each request brings a fresh copy, and a million orders kept their own (a third of replay's
-        # memory per record in bench/bench_log.py).
+        # One string object per account name, shared by its orders that rest or trade (a rejected one
+        # keeps the command's): each decoded record and each request brings a fresh copy, and a
+        # million orders kept their own (a third of replay's memory per record in bench/bench_log.py).
         self.accounts: dict[str, str] = {}
         self.next_trade_id = 1
         self.last_seq = 0

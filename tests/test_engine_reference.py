@@ -209,6 +209,45 @@ def test_replaying_the_same_commands_gives_the_same_state(cmds: list[Command]) -
     assert one.state_hash() == two.state_hash()
 
 
+def check_quiet_replay(cmds: list[Command], keep_after: int, symbols: tuple[str, ...] = SYMBOLS) -> list[Outcome]:
+    """Replaying without answers must change the books, orders, counters and idempotency table exactly
+    as applying with them, keep the trades asked for, and know after every command each book's last
+    change (the command that listed it, traded in it or changed one of its levels)."""
+    answering, quiet = Engine(symbols), Engine(symbols)
+    outcomes = []
+    changed: dict[str, int] = {}
+    with quiet.replaying(keep_trades_after=keep_after) as kept:
+        for seq, command in enumerate(cmds, 1):
+            outcome = answering.apply(seq, seq * 10, command)
+            outcomes.append(outcome)
+            if type(command) is AddSymbol and outcome.error is None:
+                changed[command.symbol] = seq
+            for symbol in {t.symbol for t in outcome.trades} | {c.symbol for c in outcome.book}:
+                changed[symbol] = seq
+            assert quiet.apply(seq, seq * 10, command).result is None
+            assert {s: b.seq for s, b in quiet.books.items()} == {s: changed.get(s, 0) for s in quiet.books}
+    assert quiet.state_hash() == answering.state_hash()
+    assert kept == [t for o in outcomes for t in o.trades if t.trade_id > keep_after]
+    assert {s: b.seq for s, b in answering.books.items()} == {s: b.seq for s, b in quiet.books.items()}
+    # Afterwards it answers again.
+    assert not quiet.quiet and quiet.apply(len(cmds) + 1, 0, Cancel("nobody", 1)).seq == len(cmds) + 1
+    return outcomes
+
+
+@settings(max_examples=100, deadline=None)
+@given(command_lists, st.integers(0, 12))
+def test_a_quiet_replay_builds_the_same_state(cmds: list[Command], keep_after: int) -> None:
+    check_quiet_replay(cmds, keep_after)
+
+
+def test_a_long_quiet_replay_builds_the_same_state() -> None:
+    cmds = random_commands(seed=11, n=6000)
+    outcomes = check_quiet_replay(cmds, keep_after=500)
+    kinds = {type(c).__name__ for o, c in zip(outcomes, cmds) if o.trades}
+    assert kinds == {"NewOrder", "Amend"}, "amends and new orders should both trade in this run"
+    assert any(c.client_order_id for o, c in zip(outcomes, cmds) if o.trades and type(c) is NewOrder)
+
+
 # ---------------------------------------------------------------- a long seeded run
 
 

@@ -77,6 +77,34 @@ def test_replay_reproduces_what_the_live_engine_answered(tmp_path: Path) -> None
     assert any(o.trades for o in outcomes), "the workload should trade"
 
 
+def test_a_replay_without_answers_rebuilds_the_same_engine_and_keeps_the_trades_asked_for(tmp_path: Path) -> None:
+    path = str(tmp_path / "x.wal")
+    cmds = mixed_commands(3000, seed=7)
+    write_log(path, cmds)
+    answered: list[Outcome] = []
+    with_answers = Engine()
+    wal = Wal.open(path)
+    recover(wal, with_answers, answered.append)
+    wal.close()
+    trades = [t for o in answered for t in o.trades]
+    assert len(trades) > 100
+    for keep_after in (None, 0, len(trades) // 2, len(trades)):
+        quiet = Engine()
+        wal = Wal.open(path)
+        recovery = recover(wal, quiet, keep_trades_after=keep_after)
+        wal.close()
+        assert quiet.state_hash() == with_answers.state_hash()
+        assert quiet.idempotency == with_answers.idempotency
+        assert recovery.trades == ([] if keep_after is None else trades[keep_after:])
+        assert recovery.records == len(cmds) and not quiet.quiet
+    # Each book knows the last command that listed it, traded in it or changed a level: the feed's seq.
+    for symbol, book in quiet.books.items():
+        touching = [o.seq for o, c in zip(answered, cmds)
+                    if any(t.symbol == symbol for t in o.trades) or any(ch.symbol == symbol for ch in o.book)
+                    or (c == AddSymbol(symbol) and o.error is None)]
+        assert book.seq == touching[-1] == with_answers.books[symbol].seq
+
+
 def append_raw(path: str, *payloads: bytes) -> list[int]:
     offsets = []
     with open(path, "ab") as f:

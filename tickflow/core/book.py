@@ -142,12 +142,14 @@ class BookSide:
 class Book:
     """The two sides of one symbol."""
 
-    __slots__ = ("symbol", "bids", "asks")
+    __slots__ = ("symbol", "bids", "asks", "seq")
 
     def __init__(self, symbol: str) -> None:
         self.symbol = symbol
         self.bids = BookSide("buy")
         self.asks = BookSide("sell")
+        self.seq = 0
+        """The last command that listed the book, traded in it or changed a level: the feed's seq for it."""
 
     def side(self, side: Side) -> BookSide:
         return self.bids if side == "buy" else self.asks

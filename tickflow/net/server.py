@@ -21,7 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from tickflow.cli import port_number
 from tickflow.core.engine import Engine
-from tickflow.core.types import AddSymbol, Outcome, Trade
+from tickflow.core.types import AddSymbol
 from tickflow.net.app import BODY_TIMEOUT, Exchange, make_app
 from tickflow.net.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
 from tickflow.net.protocol import SYMBOL_PATTERN
@@ -265,24 +265,8 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         log.warning("the trade store has gaps (%d trades, highest id %d): re-inserting every trade from the log",
                     stored_count, stored)
     after = stored if stored_whole else 0
-    missing: list[Trade] = []
-    # Each book's feed seq is its last update's, as the live feed keeps it (feed.publish).
-    symbol_seq: dict[str, int] = {}
-    books = engine.books
-
-    def collect(outcome: Outcome) -> None:
-        for trade in outcome.trades:
-            symbol_seq[trade.symbol] = outcome.seq
-            if trade.trade_id > after:
-                missing.append(trade)
-        for change in outcome.book:
-            symbol_seq[change.symbol] = outcome.seq
-        if len(books) > len(symbol_seq):  # AddSymbol: a book's seq starts at the command that listed it
-            for symbol in books:
-                symbol_seq.setdefault(symbol, outcome.seq)
-
     try:
-        recovery = recover(wal, engine, collect)
+        recovery = recover(wal, engine, keep_trades_after=after)
     except CorruptLog as e:
         raise StartupError(str(e))
     except OSError as e:
@@ -299,6 +283,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         removed = await store.delete_after(last_trade)
         log.warning("removed %d trades from SQLite that the log does not hold (it ends at trade %d)",
                     removed, last_trade)
+    missing = recovery.trades
     if missing:
         before = await store.count()
         for start in range(0, len(missing), 10_000):
@@ -309,7 +294,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     for symbol in engine.books:
         bids, asks = engine.depth(symbol)
         book = engine.books[symbol]
-        feed.load(symbol, symbol_seq.get(symbol, engine.last_seq), [book.change(level) for level in bids],
+        feed.load(symbol, book.seq, [book.change(level) for level in bids],
                   [book.change(level) for level in asks], await store.recent(symbol, RECENT_TRADES))
     feed.durable_seq = engine.last_seq
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Outcome, Record
+from tickflow.core.types import Outcome, Record, Trade
 from tickflow.store.records import DecodeErrors, decode_record, decode_records
 from tickflow.store.wal import HEADER_SIZE, CorruptLog, Cut, Wal
 
@@ -20,14 +20,21 @@ class Recovery:
     last_ts: int
     cut: Cut | None
     seconds: float
+    trades: list[Trade] = field(default_factory=list, repr=False)
+    """The trades re-derived with ids above `recover`'s `keep_trades_after`, in trade-id order."""
 
     def __str__(self) -> str:
         text = f"replayed {self.records} records (last seq {self.last_seq}) in {self.seconds:.3f}s"
         return f"{text}; {self.cut}" if self.cut else text
 
 
-def recover(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None = None) -> Recovery:
-    """Replay `wal` into `engine`; `on_outcome` sees each result (to re-derive trades for SQLite).
+def recover(
+    wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None = None, *,
+    keep_trades_after: int | None = None,
+) -> Recovery:
+    """Replay `wal` into `engine`. With `on_outcome`, it sees each command's whole answer; without,
+    the engine replays quietly, building no answers, and the trades with ids above
+    `keep_trades_after` (to bring SQLite in line) come back in `Recovery.trades`.
 
     Raises CorruptLog for a record whose checksum holds but which is not a record, or whose sequence
     number does not follow the one before: acknowledged records may lie behind it, so nothing is cut.
@@ -38,11 +45,16 @@ def recover(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | No
     collecting = gc.isenabled()
     gc.disable()
     try:
-        seq, ts = _apply_all(wal, engine, on_outcome)
+        if on_outcome is not None:
+            trades: list[Trade] = []
+            seq, ts = _apply_all(wal, engine, on_outcome)
+        else:
+            with engine.replaying(keep_trades_after) as trades:
+                seq, ts = _apply_all(wal, engine, None)
     finally:
         if collecting:
             gc.enable()
-    return Recovery(wal.records, seq, ts, wal.cut, time.perf_counter() - started)
+    return Recovery(wal.records, seq, ts, wal.cut, time.perf_counter() - started, trades)
 
 
 def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None) -> tuple[int, int]:

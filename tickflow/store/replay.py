@@ -9,7 +9,7 @@ from typing import Callable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Outcome, Record, Trade
-from tickflow.store.records import DecodeErrors, decode_record, decode_records
+from tickflow.store.records import DecodeErrors, decode_joined, decode_record
 from tickflow.store.wal import HEADER_SIZE, CorruptLog, Cut, Wal
 
 
@@ -61,16 +61,16 @@ def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] |
     apply = engine.apply
     seq = engine.last_seq
     ts = engine.last_ts
-    for offset, payloads in wal.replay_batches():
+    for offset, count, joined in wal.replay_batches():
         try:
-            records = decode_records(payloads)
+            records = decode_joined(count, joined)
         except DecodeErrors:
-            records = _decode_each(wal.path, offset, payloads)
+            records = _decode_each(wal.path, offset, wal.payloads(offset, count))
         first = seq + 1
         for record in records:
             seq += 1
             if record.seq != seq:
-                where = offset + sum(HEADER_SIZE + len(p) for p in payloads[: seq - first])
+                where = offset + sum(HEADER_SIZE + len(p) for p in wal.payloads(offset, count)[: seq - first])
                 raise CorruptLog(wal.path, where, f"sequence {record.seq} follows {seq - 1}", CorruptLog.WHOLE)
             ts = record.ts
             outcome = apply(seq, ts, record.command)

@@ -1,0 +1,163 @@
+"""A long log is framed by a helper process while this one decodes and applies: the same replay, to the byte.
+
+Every case replays the same file twice, once framed here alone and once with the helper (the size
+from which it starts set to 0), and the two must agree: records, state, the cut (on disk too) or the
+corruption refused at the same offset with the file unchanged. The helper failing, at any point, only
+means this process frames the rest itself.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers.logs import commands, payloads, write_log
+
+import tickflow.store.wal as wal_module
+from tickflow.core.engine import Engine
+from tickflow.core.types import AddSymbol, Record
+from tickflow.store.records import encode_record
+from tickflow.store.replay import recover
+from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, frame
+
+CMDS = commands(10_000)  # three batches of 4,096 and a part
+
+
+@pytest.fixture
+def long_log(tmp_path: Path) -> tuple[str, list[int]]:
+    path = str(tmp_path / "long.wal")
+    return path, write_log(path, CMDS)
+
+
+def replay(path: str, helper: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """Open and replay `path` (in a copy, so both ways start from the same bytes); what came of it."""
+    copy = f"{path}.{'helper' if helper else 'here'}"
+    Path(copy).write_bytes(Path(path).read_bytes())
+    monkeypatch.setattr(Wal, "FRAME_ELSEWHERE_FROM", 0 if helper else 1 << 62)
+    wal = Wal.open(copy)
+    engine = Engine()
+    try:
+        recovery = recover(wal, engine)
+    except CorruptLog as e:
+        return {"corrupt": (e.offset, e.why, e.because), "file": Path(copy).read_bytes() == Path(path).read_bytes()}
+    finally:
+        wal.close()
+    return {"records": recovery.records, "state": engine.state_hash(), "framed_elsewhere": wal.framed_elsewhere,
+            "cut": recovery.cut, "size": os.path.getsize(copy), "wal_size": wal.size}
+
+
+def both_ways(path: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    here = replay(path, False, monkeypatch)
+    helper = replay(path, True, monkeypatch)
+    assert here.pop("framed_elsewhere", 0) == 0
+    framed = helper.pop("framed_elsewhere", None)
+    assert helper == here
+    if "records" in helper:
+        assert framed == helper["records"] > 0, "the helper framed every good record"
+    return here
+
+
+def test_an_intact_long_log_replays_the_same_framed_by_the_helper(
+        long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, offsets = long_log
+    result = both_ways(path, monkeypatch)
+    assert result["records"] == len(CMDS) and result["cut"] is None and result["size"] == offsets[-1]
+
+
+@pytest.mark.parametrize("damage", ["torn last record", "torn at a batch's end", "zeros", "garbage"])
+def test_a_torn_tail_is_cut_the_same(long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch,
+                                     damage: str) -> None:
+    path, offsets = long_log
+    with open(path, "r+b") as f:
+        if damage == "torn last record":
+            f.truncate(offsets[-1] - 3)
+        elif damage == "torn at a batch's end":
+            f.truncate(offsets[4096] + 5)  # inside the first record of the second batch
+        elif damage == "zeros":
+            f.seek(0, 2)
+            f.write(b"\0" * 5000)
+        else:
+            f.seek(0, 2)
+            f.write(b"\xff\x13 not a record at all" * 20)
+    result = both_ways(path, monkeypatch)
+    assert result["cut"] is not None and result["size"] == result["wal_size"] == result["cut"].offset
+    assert result["records"] == (4096 if damage == "torn at a batch's end" else
+                                 len(CMDS) - 1 if damage == "torn last record" else len(CMDS))
+
+
+@pytest.mark.parametrize("at", [1, 4095, 4096, 9000])
+@pytest.mark.parametrize("fault", ["flipped bit", "checksummed junk", "sequence hole"])
+def test_corruption_is_refused_at_the_same_offset_with_the_file_unchanged(
+        long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch, at: int, fault: str) -> None:
+    path, offsets = long_log
+    data = bytearray(Path(path).read_bytes())
+    if fault == "flipped bit":
+        data[offsets[at] + 12] ^= 0x10
+    else:
+        # A record whose checksum holds in place of record `at` (same length, so the rest still frames).
+        length = offsets[at + 1] - offsets[at] - 8
+        seq = at + 3 if fault == "sequence hole" else None
+        payload = encode_record(Record(seq, 0, AddSymbol("X" * 40))) if seq else b"\xc1" * length
+        record = frame(payload.ljust(length, b"\0") if seq is None else payload)
+        data[offsets[at]:offsets[at + 1]] = record
+    Path(path).write_bytes(bytes(data))
+    result = both_ways(path, monkeypatch)
+    assert result["corrupt"][0] == offsets[at] and result["file"] is True
+
+
+def test_the_replay_completes_when_the_helper_cannot_start_or_dies_part_way(
+        long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path, offsets = long_log
+    here = replay(path, False, monkeypatch)
+    frames_dir = os.path.dirname(wal_module.FRAME_HELPER)
+    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(tmp_path / "no such helper.py"))
+    assert replay(path, True, monkeypatch) == here  # framed_elsewhere 0, like here
+    # A helper that sends the first batch, half of the second, and dies.
+    dying = tmp_path / "dying_helper.py"
+    dying.write_text(
+        "import os, struct, sys\n"
+        f"sys.path.insert(0, {frames_dir!r})\n"
+        "import frames, mmap\n"
+        "fd, start, out = (int(a) for a in sys.argv[1:4])\n"
+        "data = mmap.mmap(fd, os.fstat(fd).st_size, prot=mmap.PROT_READ)\n"
+        "batches = frames.good_records(data, start)\n"
+        "first, payloads = next(batches)\n"
+        "joined = b''.join(payloads)\n"
+        "os.write(out, struct.pack('<qII', first, len(payloads), len(joined)) + joined)\n"
+        "first, payloads = next(batches)\n"
+        "joined = b''.join(payloads)\n"
+        "os.write(out, struct.pack('<qII', first, len(payloads), len(joined)) + joined[: len(joined) // 2])\n"
+    )
+    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(dying))
+    dies = replay(path, True, monkeypatch)
+    assert dies.pop("framed_elsewhere") == 4096
+    assert dies == {k: v for k, v in here.items() if k != "framed_elsewhere"}
+
+
+def test_a_helper_that_answers_out_of_turn_is_not_believed(
+        long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Batches that do not follow on from the last one stop the helper's part: this process frames the rest."""
+    path, _ = long_log
+    here = replay(path, False, monkeypatch)
+    liar = tmp_path / "liar.py"
+    liar.write_text(
+        "import os, struct, sys\n"
+        "out = int(sys.argv[3])\n"
+        "os.write(out, struct.pack('<qII', 12345, 1, 3) + b'abc')\n"
+    )
+    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(liar))
+    lied = replay(path, True, monkeypatch)
+    assert lied.pop("framed_elsewhere") == 0
+    assert lied == {k: v for k, v in here.items() if k != "framed_elsewhere"}
+
+
+def test_the_helper_reads_what_was_read_not_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It frames the bytes this process holds (a log being checked in memory has no such file)."""
+    path = str(tmp_path / "x.wal")
+    monkeypatch.setattr(Wal, "FRAME_ELSEWHERE_FROM", 0)
+    data = FILE_HEADER + b"".join(frame(p) for p in payloads(CMDS[:5000]))
+    wal = Wal.checking(path, data)  # no file at `path` at all
+    engine = Engine()
+    recovery = recover(wal, engine)
+    assert recovery.records == 5000 and wal.framed_elsewhere == 5000 and not os.path.exists(path)

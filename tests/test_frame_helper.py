@@ -106,13 +106,20 @@ def test_corruption_is_refused_at_the_same_offset_with_the_file_unchanged(
     assert result["corrupt"][0] == offsets[at] and result["file"] is True
 
 
+def replay_with_helper(path: str, script: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict[str, object]]:
+    """Replay with `script` as the framing helper: the records it framed, and what else came of it."""
+    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(script))
+    result = replay(path, True, monkeypatch)
+    return result.pop("framed_elsewhere"), result  # type: ignore[return-value]
+
+
 def test_the_replay_completes_when_the_helper_cannot_start_or_dies_part_way(
         long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    path, offsets = long_log
+    path, _ = long_log
     here = replay(path, False, monkeypatch)
+    del here["framed_elsewhere"]
     frames_dir = os.path.dirname(wal_module.FRAME_HELPER)
-    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(tmp_path / "no such helper.py"))
-    assert replay(path, True, monkeypatch) == here  # framed_elsewhere 0, like here
+    assert replay_with_helper(path, tmp_path / "no such helper.py", monkeypatch) == (0, here)
     # A helper that sends the first batch, half of the second, and dies.
     dying = tmp_path / "dying_helper.py"
     dying.write_text(
@@ -129,10 +136,7 @@ def test_the_replay_completes_when_the_helper_cannot_start_or_dies_part_way(
         "joined = b''.join(payloads)\n"
         "os.write(out, struct.pack('<qII', first, len(payloads), len(joined)) + joined[: len(joined) // 2])\n"
     )
-    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(dying))
-    dies = replay(path, True, monkeypatch)
-    assert dies.pop("framed_elsewhere") == 4096
-    assert dies == {k: v for k, v in here.items() if k != "framed_elsewhere"}
+    assert replay_with_helper(path, dying, monkeypatch) == (4096, here)
 
 
 def test_a_helper_that_answers_out_of_turn_is_not_believed(
@@ -140,16 +144,14 @@ def test_a_helper_that_answers_out_of_turn_is_not_believed(
     """Batches that do not follow on from the last one stop the helper's part: this process frames the rest."""
     path, _ = long_log
     here = replay(path, False, monkeypatch)
+    del here["framed_elsewhere"]
     liar = tmp_path / "liar.py"
     liar.write_text(
         "import os, struct, sys\n"
         "out = int(sys.argv[3])\n"
         "os.write(out, struct.pack('<qII', 12345, 1, 3) + b'abc')\n"
     )
-    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(liar))
-    lied = replay(path, True, monkeypatch)
-    assert lied.pop("framed_elsewhere") == 0
-    assert lied == {k: v for k, v in here.items() if k != "framed_elsewhere"}
+    assert replay_with_helper(path, liar, monkeypatch) == (0, here)
 
 
 def test_the_helper_reads_what_was_read_not_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

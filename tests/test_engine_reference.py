@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, MultipleResults, RuleBasedStateMachine, invariant, multiple, rule
 from reference_book import Driver, RefEngine
 
-from tickflow.core.engine import Engine
+from tickflow.core.engine import QUIET, Engine
 from tickflow.core.types import MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, Command, NewOrder, Outcome
 
 SYMBOLS = ("ACME", "BETA")
@@ -209,10 +209,12 @@ def test_replaying_the_same_commands_gives_the_same_state(cmds: list[Command]) -
     assert one.state_hash() == two.state_hash()
 
 
-def check_quiet_replay(cmds: list[Command], keep_after: int, symbols: tuple[str, ...] = SYMBOLS) -> list[Outcome]:
-    """Replaying without answers must change the books, orders, counters and idempotency table exactly
-    as applying with them, keep the trades asked for, and know after every command each book's last
-    change (the command that listed it, traded in it or changed one of its levels)."""
+def check_quiet_replay(cmds: list[Command], keep_after: int, symbols: tuple[str, ...] = SYMBOLS,
+                       hash_every: int = 1) -> list[Outcome]:
+    """Replaying without answers must change the books, orders, open-order tables, counters, stamps
+    and idempotency table exactly as applying with them (compared every `hash_every` commands), keep
+    the trades asked for, and know after every command each book's last change (the command that
+    listed it, traded in it or changed one of its levels)."""
     answering, quiet = Engine(symbols), Engine(symbols)
     outcomes = []
     changed: dict[str, int] = {}
@@ -224,9 +226,13 @@ def check_quiet_replay(cmds: list[Command], keep_after: int, symbols: tuple[str,
                 changed[command.symbol] = seq
             for symbol in {t.symbol for t in outcome.trades} | {c.symbol for c in outcome.book}:
                 changed[symbol] = seq
-            assert quiet.apply(seq, seq * 10, command).result is None
+            assert quiet.apply(seq, seq * 10, command) is QUIET
             assert {s: b.seq for s, b in quiet.books.items()} == {s: changed.get(s, 0) for s in quiet.books}
+            if seq % hash_every == 0:
+                assert quiet.state_hash() == answering.state_hash(), f"after command {seq}: {command}"
     assert quiet.state_hash() == answering.state_hash()
+    for account, open_ in quiet.open_orders.items():  # the orders themselves, which later fills change
+        assert all(quiet.orders[i] is order for i, order in open_.items()), account
     assert kept == [t for o in outcomes for t in o.trades if t.trade_id > keep_after]
     assert {s: b.seq for s, b in answering.books.items()} == {s: b.seq for s, b in quiet.books.items()}
     # Afterwards it answers again.
@@ -242,10 +248,33 @@ def test_a_quiet_replay_builds_the_same_state(cmds: list[Command], keep_after: i
 
 def test_a_long_quiet_replay_builds_the_same_state() -> None:
     cmds = random_commands(seed=11, n=6000)
-    outcomes = check_quiet_replay(cmds, keep_after=500)
+    outcomes = check_quiet_replay(cmds, keep_after=500, hash_every=250)
     kinds = {type(c).__name__ for o, c in zip(outcomes, cmds) if o.trades}
     assert kinds == {"NewOrder", "Amend"}, "amends and new orders should both trade in this run"
     assert any(c.client_order_id for o, c in zip(outcomes, cmds) if o.trades and type(c) is NewOrder)
+    # Trades a quiet engine must build anyway (an amend's, or for an order's first answer), at the
+    # edge of what is kept: the first id kept and the last one not.
+    built = [o.trades[0].trade_id for o, c in zip(outcomes, cmds)
+             if o.trades and (type(c) is Amend or type(c) is NewOrder and c.client_order_id)]
+    for keep_after in (built[len(built) // 2], built[len(built) // 3] - 1):
+        check_quiet_replay(cmds, keep_after, hash_every=len(cmds))
+
+
+def test_a_replay_that_fails_part_way_leaves_an_engine_that_answers() -> None:
+    engine = Engine(SYMBOLS)
+    order = NewOrder("alice", SYMBOLS[0], "buy", "limit", 100, 5)
+    try:
+        with engine.replaying():
+            engine.apply(1, 10, order)
+            raise OSError("the log's device failed mid-replay")
+    except OSError:
+        pass
+    assert not engine.quiet
+    outcome = engine.apply(2, 20, NewOrder("bob", SYMBOLS[0], "sell", "limit", 100, 2))
+    assert [(t.price, t.qty) for t in outcome.trades] == [(100, 2)] and outcome.result is not None
+    with engine.replaying(keep_trades_after=0) as kept:  # and can replay quietly again
+        assert engine.apply(3, 30, NewOrder("carol", SYMBOLS[0], "sell", "limit", 100, 1)) is QUIET
+    assert [t.qty for t in kept] == [1]
 
 
 # ---------------------------------------------------------------- a long seeded run

@@ -97,6 +97,11 @@ def test_a_replay_without_answers_rebuilds_the_same_engine_and_keeps_the_trades_
         assert quiet.idempotency == with_answers.idempotency
         assert recovery.trades == ([] if keep_after is None else trades[keep_after:])
         assert recovery.records == len(cmds) and not quiet.quiet
+        # With answers too, the same trades are kept.
+        wal = Wal.open(path)
+        recovery = recover(wal, Engine(), lambda outcome: None, keep_trades_after=keep_after)
+        wal.close()
+        assert recovery.trades == ([] if keep_after is None else trades[keep_after:])
     # Each book knows the last command that listed it, traded in it or changed a level: the feed's seq.
     for symbol, book in quiet.books.items():
         touching = [o.seq for o, c in zip(answered, cmds)

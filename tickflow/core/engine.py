@@ -509,10 +509,11 @@ class Engine:
         return book.bids.sorted_levels(depth), book.asks.sorted_levels(depth)
 
     def state_hash(self) -> str:
-        """A digest of everything replay must reproduce: books in queue order, orders, counters."""
+        """A digest of everything replay must reproduce: books in queue order, orders, each account's
+        open orders, the idempotency table, counters and the last stamps."""
         h = hashlib.blake2b(digest_size=16)
         enc = msgspec.msgpack.Encoder()
-        h.update(enc.encode([self.next_order_id, self.next_trade_id, self.last_seq, sorted(self.books)]))
+        h.update(enc.encode([self.next_order_id, self.next_trade_id, self.last_seq, self.last_ts, sorted(self.books)]))
         for symbol in sorted(self.books):
             book = self.books[symbol]
             for side in (book.bids, book.asks):
@@ -521,6 +522,8 @@ class Engine:
                                          [o.order_id for o in level.live_orders()]]))
         for order in self.orders[1:]:
             h.update(enc.encode(order))
+        for account in sorted(a for a, open_ in self.open_orders.items() if open_):
+            h.update(enc.encode([account, sorted(self.open_orders[account])]))
         for key in sorted(self.idempotency):
             h.update(enc.encode([key, self.idempotency[key]]))
         return h.hexdigest()

@@ -326,8 +326,9 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     listen(sockets, f"{args.host}:{args.port}")
     for symbol in symbols:
         if symbol not in engine.books:
-            await sequencer.submit(AddSymbol(symbol))
-            feed.add_symbol(symbol, sequencer.seq)
+            # The AddSymbol's own seq: commands from clients may have been applied since it was.
+            listed = await sequencer.submit(AddSymbol(symbol))
+            feed.add_symbol(symbol, listed.seq)
 
     exchange = Exchange(engine, sequencer, feed, store, writer, tokens, body_timeout=args.body_timeout)
     if args.web:

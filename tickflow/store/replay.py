@@ -33,7 +33,7 @@ def recover(
     keep_trades_after: int | None = None,
 ) -> Recovery:
     """Replay `wal` into `engine`. With `on_outcome`, it sees each command's whole answer; without,
-    the engine replays quietly, building no answers, and the trades with ids above
+    the engine replays quietly, building no answers. Either way the trades with ids above
     `keep_trades_after` (to bring SQLite in line) come back in `Recovery.trades`.
 
     Raises CorruptLog for a record whose checksum holds but which is not a record, or whose sequence
@@ -47,6 +47,8 @@ def recover(
     try:
         if on_outcome is not None:
             trades: list[Trade] = []
+            if keep_trades_after is not None:
+                on_outcome = _keeping(on_outcome, keep_trades_after, trades)
             seq, ts = _apply_all(wal, engine, on_outcome)
         else:
             with engine.replaying(keep_trades_after) as trades:
@@ -55,6 +57,14 @@ def recover(
         if collecting:
             gc.enable()
     return Recovery(wal.records, seq, ts, wal.cut, time.perf_counter() - started, trades)
+
+
+def _keeping(on_outcome: Callable[[Outcome], None], after: int, trades: list[Trade]) -> Callable[[Outcome], None]:
+    """`on_outcome`, also collecting into `trades` those of each outcome with ids above `after`."""
+    def seen(outcome: Outcome) -> None:
+        trades.extend(t for t in outcome.trades if t.trade_id > after)
+        on_outcome(outcome)
+    return seen
 
 
 def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None) -> tuple[int, int]:

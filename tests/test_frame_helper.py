@@ -9,12 +9,15 @@ means this process frames the rest itself.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from helpers.logs import commands, payloads, write_log
 
 import tickflow.store.wal as wal_module
+from tickflow.store import frames
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Record
 from tickflow.store.records import encode_record
@@ -152,6 +155,115 @@ def test_a_helper_that_answers_out_of_turn_is_not_believed(
         "os.write(out, struct.pack('<qII', 12345, 1, 3) + b'abc')\n"
     )
     assert replay_with_helper(path, liar, monkeypatch) == (0, here)
+
+
+def lying_helper(tmp_path: Path, send: str) -> Path:
+    """A helper that frames honestly, then sends the batches as `send` (Python, with `batches` and
+    `send_batch(first, n, joined)`) says."""
+    script = tmp_path / "lying_helper.py"
+    script.write_text(
+        "import mmap, os, struct, sys\n"
+        f"sys.path.insert(0, {os.path.dirname(frames.__file__)!r})\n"
+        "import frames\n"
+        "fd, start, out = (int(a) for a in sys.argv[1:4])\n"
+        "data = mmap.mmap(fd, os.fstat(fd).st_size, prot=mmap.PROT_READ)\n"
+        "batches = list(frames.good_records(data, start))\n"
+        "def send_batch(first, n, joined):\n"
+        "    os.write(out, struct.pack('<qII', first, n, len(joined)) + joined)\n"
+        + send
+    )
+    return script
+
+
+def test_a_batch_past_the_end_of_the_bytes_is_not_believed(
+        long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A batch whose records would end beyond the bytes read (a torn last record taken for whole, or a
+    length no log holds) stops the helper's part, and the torn tail is cut as without it."""
+    path, offsets = long_log
+    with open(path, "r+b") as f:
+        f.truncate(offsets[-1] - 3)
+    here = replay(path, False, monkeypatch)
+    del here["framed_elsewhere"]
+    assert here["cut"] is not None
+    overshoot = lying_helper(tmp_path, (
+        "for first, ps in batches[:-1]:\n"
+        "    send_batch(first, len(ps), b''.join(ps))\n"
+        "first, ps = batches[-1]\n"
+        "send_batch(first, len(ps), b''.join(ps) + bytes(200))\n"))
+    assert replay_with_helper(path, overshoot, monkeypatch) == (8192, here)
+    huge = tmp_path / "huge.py"
+    huge.write_text("import os, struct, sys\n"
+                    "os.write(int(sys.argv[3]), struct.pack('<qII', int(sys.argv[2]), 4096, 0xFFFFFFF0))\n")
+    assert replay_with_helper(path, huge, monkeypatch) == (0, here)
+
+
+def test_a_batch_that_does_not_match_the_bytes_is_not_believed_or_refuses(
+        long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A batch whose first record or last byte is not what the log holds is framed here instead; one
+    that claims junk in the log's middle for records is refused, never skipped over."""
+    path, offsets = long_log
+    here = replay(path, False, monkeypatch)
+    del here["framed_elsewhere"]
+    forged_first = lying_helper(tmp_path, (
+        "first, ps = batches[0]\n"
+        "send_batch(first, len(ps), b'\\x00' + b''.join(ps)[1:])\n"))
+    assert replay_with_helper(path, forged_first, monkeypatch) == (0, here)
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[: offsets[3000]] + b"\xee" * 50 + data[offsets[3000]:])
+    refused = replay(path, False, monkeypatch)
+    assert refused["corrupt"][0] == offsets[3000]
+    junk = lying_helper(tmp_path, (
+        "first, ps = batches[0]\n"
+        "send_batch(first, len(ps), b''.join(ps) + b'\\xee' * 50)\n"))
+    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(junk))
+    result = replay(path, True, monkeypatch)
+    assert "framing helper" in result["corrupt"][1] and result["file"] is True
+
+
+def test_a_helper_that_hangs_is_given_up_on(
+        long_log: tuple[str, list[int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path, _ = long_log
+    here = replay(path, False, monkeypatch)
+    del here["framed_elsewhere"]
+    monkeypatch.setattr(Wal, "FRAME_HELPER_SILENCE", 0.3)
+    silent = lying_helper(tmp_path, (
+        "first, ps = batches[0]\n"
+        "send_batch(first, len(ps), b''.join(ps))\n"
+        "import time; time.sleep(60)\n"))
+    assert replay_with_helper(path, silent, monkeypatch) == (4096, here)
+
+
+def test_the_helpers_work_with_stdin_closed(tmp_path: Path) -> None:
+    """Started with stdin closed, a new file can be descriptor 0, which a helper's own stdin would cover:
+    the framing helper would read /dev/null and the sync helper sync it. Both must see the log."""
+    path = str(tmp_path / "x.wal")
+    write_log(path, CMDS)
+    script = (
+        "import asyncio, os, sys\n"
+        "os.close(0)\n"
+        "from tickflow.core.engine import Engine\n"
+        "from tickflow.core.types import AddSymbol\n"
+        "from tickflow.net.sequencer import Sequencer\n"
+        "from tickflow.store.replay import recover\n"
+        "from tickflow.store.wal import Wal\n"
+        "Wal.FRAME_ELSEWHERE_FROM = 0\n"
+        "wal = Wal.open(sys.argv[1])\n"
+        "engine = Engine()\n"
+        "recovery = recover(wal, engine)\n"
+        "print('log fd', wal.fileno(), 'records', recovery.records, 'framed elsewhere', wal.framed_elsewhere)\n"
+        "async def main():\n"
+        "    sequencer = Sequencer(engine, wal, 'group')\n"
+        "    await sequencer.start()\n"
+        "    outcome = await sequencer.submit(AddSymbol('NEW'))\n"
+        "    print('synced', sequencer.stats.syncs, 'seq', outcome.seq, 'failed', sequencer.failed)\n"
+        "    await sequencer.stop()\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    assert f"log fd 0 records {len(CMDS)} framed elsewhere {len(CMDS)}" in out.stdout
+    assert f"synced 1 seq {len(CMDS) + 1} failed None" in out.stdout
 
 
 def test_the_helper_reads_what_was_read_not_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

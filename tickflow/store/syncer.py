@@ -17,6 +17,7 @@ again (under WebSocket load an answer could wait a whole loop turn, up to a mill
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import struct
 import subprocess
@@ -25,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Protocol
 
-from tickflow.store.wal import OsFileOps, Wal
+from tickflow.store.wal import OsFileOps, Wal, above_stdio
 
 Done = Callable[[int, "str | None", float], None]
 """(bytes of the log now durable, why the sync failed or None, seconds it took)"""
@@ -115,16 +116,22 @@ class ProcessSyncer:
         self._loop = loop
         self._done = done
         fd = self.wal.fileno()
+        # The helper's stdin is /dev/null: a log numbered 0 (this process started with stdin closed)
+        # would be covered by it, and the helper would sync /dev/null.
+        log_fd = fd if fd > 2 else fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
+        req_r, resp_w = above_stdio(req_r), above_stdio(resp_w)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", HELPER, str(fd), str(req_r), str(resp_w)],
-                pass_fds=(fd, req_r, resp_w), stdin=subprocess.DEVNULL, close_fds=True,
+                [sys.executable, "-I", "-S", HELPER, str(log_fd), str(req_r), str(resp_w)],
+                pass_fds=(log_fd, req_r, resp_w), stdin=subprocess.DEVNULL, close_fds=True,
             )
         finally:
             os.close(req_r)
             os.close(resp_w)
+            if log_fd != fd:
+                os.close(log_fd)
         self._req = req_w
         self._resp = resp_r
         os.set_blocking(resp_r, False)

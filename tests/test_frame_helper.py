@@ -266,6 +266,37 @@ def test_the_helpers_work_with_stdin_closed(tmp_path: Path) -> None:
     assert f"synced 1 seq {len(CMDS) + 1} failed None" in out.stdout
 
 
+def test_the_helper_starts_from_4_mib_and_only_with_a_second_core(tmp_path: Path) -> None:
+    """With the shipped threshold: a log just under it is framed here, one over it by the helper, and
+    not when this process may run on one CPU only (the helper would only take turns with it)."""
+    under, over = str(tmp_path / "under.wal"), str(tmp_path / "over.wal")
+    per_record = write_log(under, CMDS)[-1] / len(CMDS)
+    threshold = Wal.FRAME_ELSEWHERE_FROM
+    write_log(under, commands(int(threshold / per_record * 0.95)))
+    write_log(over, commands(int(threshold / per_record * 1.05)))
+    script = (
+        "import os, sys\n"
+        "from tickflow.core.engine import Engine\n"
+        "from tickflow.store.replay import recover\n"
+        "from tickflow.store.wal import Wal\n"
+        "if sys.argv[1] == 'one':\n"
+        "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "for path in sys.argv[2:]:\n"
+        "    wal = Wal.open(path)\n"
+        "    recovery = recover(wal, Engine())\n"
+        "    print(recovery.records, wal.framed_elsewhere)\n"
+    )
+    sizes = [os.path.getsize(under), os.path.getsize(over)]
+    assert sizes[0] < threshold < sizes[1]
+    for cpus in ("all", "one"):
+        out = subprocess.run([sys.executable, "-c", script, cpus, under, over], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        (n_under, framed_under), (n_over, framed_over) = (map(int, line.split()) for line in out.stdout.split("\n")[:2])
+        assert framed_under == 0 and n_under > 0
+        assert framed_over == (n_over if cpus == "all" and len(os.sched_getaffinity(0)) > 1 else 0)
+
+
 def test_the_helper_reads_what_was_read_not_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It frames the bytes this process holds (a log being checked in memory has no such file)."""
     path = str(tmp_path / "x.wal")

@@ -17,7 +17,8 @@ import os
 import struct
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Last on the path: first, this directory's inspect.py would shadow the standard library's for good.
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 import frames  # noqa: E402
 
 BATCH = struct.Struct("<qII")  # as in wal.py

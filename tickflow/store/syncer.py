@@ -17,7 +17,6 @@ again (under WebSocket load an answer could wait a whole loop turn, up to a mill
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import struct
 import subprocess
@@ -118,7 +117,7 @@ class ProcessSyncer:
         fd = self.wal.fileno()
         # The helper's stdin is /dev/null: a log numbered 0 (this process started with stdin closed)
         # would be covered by it, and the helper would sync /dev/null.
-        log_fd = fd if fd > 2 else fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+        log_fd = above_stdio(os.dup(fd))  # a copy for the child, closed once it has its own
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         req_r, resp_w = above_stdio(req_r), above_stdio(resp_w)
@@ -130,8 +129,7 @@ class ProcessSyncer:
         finally:
             os.close(req_r)
             os.close(resp_w)
-            if log_fd != fd:
-                os.close(log_fd)
+            os.close(log_fd)
         self._req = req_w
         self._resp = resp_r
         os.set_blocking(resp_r, False)

@@ -76,10 +76,11 @@ def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] |
             records = decode_joined(count, joined)
         except DecodeErrors:
             payloads = wal.payloads(offset, count)
-            if len(payloads) != count or sum(map(len, payloads)) != len(joined):
+            framed = sum(map(len, payloads))
+            if len(payloads) != count or framed != len(joined):
                 # Only a framing helper at odds with the file gets here.
                 raise CorruptLog(wal.path, offset, f"the framing helper took {count} records of {len(joined)} "
-                                 f"bytes for good here, this process {len(payloads)} of {sum(map(len, payloads))}",
+                                 f"bytes for good here, this process {len(payloads)} of {framed}",
                                  "so nothing is cut") from None
             records = _decode_each(wal.path, offset, payloads)
         first = seq + 1

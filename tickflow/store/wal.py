@@ -411,7 +411,7 @@ class Wal:
         count = 0
         if end_of_data - start >= self.FRAME_ELSEWHERE_FROM and _other_cores():
             for first, n, joined in _framed_elsewhere(data, start, self.FRAME_HELPER_SILENCE):
-                if first != offset or not 0 < n <= size or len(joined) > n * MAX_PAYLOAD:
+                if first != offset or not 0 < n <= size:  # (_framed_elsewhere checked its bytes)
                     break  # not what was asked for: frame the rest here
                 count += n
                 self.framed_elsewhere += n

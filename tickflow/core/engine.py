@@ -127,7 +127,7 @@ class Engine:
         self.last_ts = ts
         if type(command) is not NewOrder:
             if type(command) is Cancel:
-                return self._cancel(seq, ts, command)  # type: ignore[arg-type]
+                return self._cancel(seq, ts, command)
             outcome = self._apply_other(seq, ts, command)
             return QUIET if self.quiet else outcome
         # New orders are nearly all the traffic, so they are handled right here, in straight-line
@@ -394,6 +394,7 @@ class Engine:
         open_orders = self.open_orders
         trade_id = self.next_trade_id
         keep_after = self._keep_trades_after if quiet else 0
+        status: Status
         while heap and heap[0] <= key:
             level = levels[heap[0] * sign]
             price = level.price
@@ -486,8 +487,8 @@ class Engine:
                 return order
         return None
 
-    def _close(self, order: Order, status: str, reason: str | None, seq: int, ts: int) -> None:
-        order.status = status  # type: ignore[assignment]
+    def _close(self, order: Order, status: Status, reason: str | None, seq: int, ts: int) -> None:
+        order.status = status
         order.reason = reason
         order.seq = seq
         order.ts = ts

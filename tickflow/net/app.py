@@ -206,7 +206,8 @@ async def get_order(request: web.Request) -> web.Response:
     state = ex.engine.order_state(account, order_id)
     await _durable(ex, seq)
     if state is None:
-        return _json(*reversed(protocol.refusal(Reason.UNKNOWN_ORDER)))
+        status, body = protocol.refusal(Reason.UNKNOWN_ORDER)
+        return _json(body, status)
     return _json(state)
 
 

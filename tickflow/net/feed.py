@@ -72,7 +72,7 @@ class Subscriber:
     """One WebSocket connection: its symbols, its account and its own bounded send buffer."""
 
     def __init__(self, feed: "Feed", ws: web.WebSocketResponse,
-                 transport: asyncio.BaseTransport | None = None) -> None:
+                 transport: asyncio.Transport | None = None) -> None:
         self.feed = feed
         self.ws = ws
         self.transport = transport
@@ -245,7 +245,8 @@ class Feed:
         if mirror is None:
             mirror = self.mirrors[symbol] = SymbolMirror(0)
             self.by_symbol.setdefault(symbol, set())
-        bids, asks = [], []
+        bids: list[list[int]] = []
+        asks: list[list[int]] = []
         for change in entry.levels.values():
             mirror.apply(change)
             (bids if change.side == "buy" else asks).append([change.price, change.qty, change.orders])

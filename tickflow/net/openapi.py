@@ -96,7 +96,7 @@ HEALTH = _obj({"status": {"type": "string", "enum": ["ok", "degraded", "failed"]
                "accounts": {"type": "string", "enum": ["open", "tokens"]}, "uptimeSeconds": {"type": "number"},
                "error": {"type": "string"}}, required=["status", "seq", "durability", "accounts"])
 
-AUTH = [{"bearer": []}]
+AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 ORDER_ID = {"name": "orderId", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
 
 

@@ -210,14 +210,13 @@ class Sequencer:
         if self._closing:
             raise SequencerStopped("shutting down: no new commands are taken")
         key = None
-        kind = type(command)
-        if kind is Cancel or kind is Amend:
+        if type(command) is Cancel or type(command) is Amend:
             # Commands queued or waiting for room are applied first: they may still be given ids.
             in_flight = len(self._items) + len(self._room) + self._admitted
-            refused = self.engine.certain_refusal(command, self._durable_seq(), in_flight)  # type: ignore[arg-type]
+            refused = self.engine.certain_refusal(command, self._durable_seq(), in_flight)
             if refused is not None:
                 return refused
-        elif kind is NewOrder and command.client_order_id is not None:
+        elif type(command) is NewOrder and command.client_order_id is not None:
             key = (command.account, command.client_order_id)
             first = self._inflight.get(key)
             if first is not None:

@@ -223,7 +223,8 @@ def _why(error: BaseException) -> str:
     os_error = getattr(cause, "os_error", None) or (cause if isinstance(cause, OSError) else None)
     if isinstance(os_error, OSError) and (os_error.errno or os_error.strerror):
         # asyncio's strerror is "Connect call failed (...)"; the errno says what happened.
-        words = os.strerror(os_error.errno) if (os_error.errno or 0) > 0 else os_error.strerror
+        errno = os_error.errno or 0
+        words = os.strerror(errno) if errno > 0 else (os_error.strerror or "")
         return words[:1].lower() + words[1:]
     return str(error) or type(error).__name__
 
@@ -259,6 +260,7 @@ async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: 
     if unknown:
         raise SimulateError(f"the server has no symbol {', '.join(unknown)} (it has {', '.join(known) or 'none'})")
     fair = _start_mids(known, symbols)
+    names: list[tuple[str | None, str]]
     if tokens is None:
         names = [(None, f"{prefix}-mm{i + 1}") for i in range(makers)]
         names += [(None, f"{prefix}-taker{i + 1}") for i in range(takers)]
@@ -266,7 +268,7 @@ async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: 
         if len(tokens) < makers + takers:
             raise SimulateError(f"{makers} makers and {takers} takers need {makers + takers} tokens; "
                                 f"the tokens file has {len(tokens)}")
-        names = list(tokens.items())[: makers + takers]
+        names = [(token, account) for token, account in list(tokens.items())[: makers + takers]]
     traders: list[Trader] = [
         (MarketMaker if i < makers else Taker)(name, url, symbols, fair, stats, random.Random(rng.random()),
                                                subscribe=i >= makers, token=token)

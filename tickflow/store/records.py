@@ -33,7 +33,7 @@ def decode_records(payloads: list[memoryview] | list[bytes]) -> list[Record]:
     return _many.decode(_array32.pack(0xDD, len(payloads)) + b"".join(payloads))
 
 
-def decode_joined(count: int, joined: bytes) -> list[Record]:
+def decode_joined(count: int, joined: bytes | bytearray) -> list[Record]:
     """`count` payloads joined back to back -> their Records (replay's batches: see decode_records)."""
     return _many.decode(_array32.pack(0xDD, count) + joined)
 

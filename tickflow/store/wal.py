@@ -285,7 +285,7 @@ def _read_exactly(fd: int, size: int, silence: float) -> bytearray | None:
     return buf
 
 
-def _framed_elsewhere(data: bytes, start: int, silence: float) -> Iterator[tuple[int, int, bytes]]:
+def _framed_elsewhere(data: bytes, start: int, silence: float) -> Iterator[tuple[int, int, bytes | bytearray]]:
     """Batches of `data`'s good records from `start`, framed and checked by the framing helper process;
     stops early, without a word, if the helper cannot start, fails, stays silent `silence` seconds or
     sends what cannot be right for these bytes (the caller frames the rest)."""
@@ -392,7 +392,7 @@ class Wal:
                 yield offset, payload
                 offset += HEADER_SIZE + len(payload)
 
-    def replay_batches(self, size: int = 4096) -> Iterator[tuple[int, int, bytes]]:
+    def replay_batches(self, size: int = 4096) -> Iterator[tuple[int, int, bytes | bytearray]]:
         """Like `replay`, in batches of up to `size` consecutive records: (the first one's offset, how
         many, their payloads joined). `payloads` splits a batch while the replay runs.
 

@@ -103,7 +103,8 @@ def _draw_candles(plt: Plot, xs: list[int], candles: list[Candle], palette: Pale
         rgb = _plotext_colour(palette.buy if up else palette.sell)
         data = {"Open": [c.open for _, c in pairs], "High": [c.high for _, c in pairs],
                 "Low": [c.low for _, c in pairs], "Close": [c.close for _, c in pairs]}
-        plt.candlestick([x for x, _ in pairs], data, colors=[rgb, rgb])
+        # The stub types the x values as str; plotext takes numbers as well, as here.
+        plt.candlestick([x for x, _ in pairs], data, colors=[rgb, rgb])  # type: ignore[misc]
 
 
 def _label_picks(xs: list[int], slots: int, width: int) -> list[int]:
@@ -118,7 +119,7 @@ def _label_picks(xs: list[int], slots: int, width: int) -> list[int]:
     return picks[::-1]
 
 
-def _price_ticks(low: int, high: int, rows: int) -> list[int]:
+def _price_ticks(low: int, high: int, rows: int) -> list[float]:
     """Up to six prices to label, at most one per two rows: more than fit and plotext picks which to
     drop, not always the same ones."""
     count = max(2, min(6, rows // 2))

@@ -23,6 +23,7 @@ from tickflow.net.client import (
     Order,
     OrderChanged,
     Side,
+    Status,
     StateChanged,
     SymbolInfo,
     Tif,
@@ -133,7 +134,7 @@ def connected(account: str = "alice") -> StateChanged:
     return StateChanged("connected", account=account)
 
 
-def order(order_id: int, side: Side, price: int, qty: int, filled: int = 0, *, status: str | None = None,
+def order(order_id: int, side: Side, price: int, qty: int, filled: int = 0, *, status: Status | None = None,
           symbol: str = "ACME", account: str = "alice", seq: int = 1, reason: str | None = None,
           post_only: bool = False) -> Order:
     status = status or ("partially_filled" if filled else "new")

@@ -53,7 +53,7 @@ class FeedMirror:
 
 def queued(sub: Subscriber) -> list[bytes]:
     """The feed messages waiting for `sub`, a message in parts as its parts."""
-    return [part for entry in sub.buffer for part in (entry if isinstance(entry, tuple) else (entry,))]
+    return [part for _, message, _ in sub.buffer for part in (message if isinstance(message, tuple) else (message,))]
 
 
 async def receive_until(ws: aiohttp.ClientWebSocketResponse, done: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
@@ -127,7 +127,7 @@ def test_every_part_is_under_1_mib_whatever_the_numbers() -> None:
     parts = queued(sub)
     assert len(parts) == 2 and max(map(len, parts)) < 1 << 20
     feed.subscribe(sub, symbol)  # the book now: PART_LEVELS a side, so two parts of both sides' halves
-    snapshot = queued(sub)[2:]
+    snapshot = queued(sub)  # in place of the update still queued
     assert len(snapshot) == 2 and max(map(len, snapshot)) < 1 << 20
 
 
@@ -160,6 +160,55 @@ def test_a_message_in_parts_counts_once_against_the_subscribers_buffer() -> None
     feed.publish([Outcome(2, None, None, [], [LevelChange("X", "buy", 101, 5, 1)], [])])
     assert len(sub.buffer) == 3 and len(queued(sub)) == 1 + 10 + 1  # snapshot, update in 10 parts, update
     assert feed.stats_resyncs == 0
+
+
+def _deep_feed(symbols: tuple[str, ...] = ("X", "Y"), levels: int = 500, **limits: int) -> tuple[Feed, Subscriber]:
+    feed = Feed(**limits)
+    for symbol in symbols:
+        feed.add_symbol(symbol, 0)
+        feed.publish([Outcome(1, None, None, [], [LevelChange(symbol, "buy", 1000 + p, 5, 1) for p in range(levels)], [])])
+    sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
+    return feed, sub
+
+
+def test_subscribing_again_replaces_what_is_queued_for_the_symbol() -> None:
+    """A client that sends subscribe over and over without reading gets one fresh snapshot, not one
+    whole book per request piled up in the server's memory."""
+    feed, sub = _deep_feed()
+    feed.subscribe(sub, "X")
+    feed.subscribe(sub, "Y")
+    feed.publish([Outcome(2, None, None, [], [LevelChange("Y", "buy", 999, 5, 1)], [])])
+    feed.publish([Outcome(3, None, None, [], [LevelChange("X", "buy", 998, 5, 1)], [])])
+    one_snapshot = len(feed.snapshot("X"))
+    for _ in range(200):
+        feed.subscribe(sub, "X")
+    messages = [json.loads(m) for m in queued(sub)]
+    assert [(m["type"], m["symbol"]) for m in messages] == [("snapshot", "Y"), ("update", "Y"), ("snapshot", "X")]
+    assert messages[2]["seq"] == 3 and messages[2]["bids"][-1] == [998, 5, 1]  # the book as it is now
+    assert sub.buffered == sum(map(len, queued(sub))) < 3 * one_snapshot
+    assert feed.stats_resyncs == 0
+
+
+def test_unsubscribing_drops_what_is_queued_for_the_symbol() -> None:
+    feed, sub = _deep_feed()
+    feed.subscribe(sub, "X")
+    feed.subscribe(sub, "Y")
+    feed.unsubscribe(sub, "X")
+    assert [json.loads(m)["symbol"] for m in queued(sub)] == ["Y"]
+    assert sub.buffered == len(queued(sub)[0])
+
+
+async def test_the_buffer_is_bounded_in_bytes_as_well_as_messages() -> None:
+    """Few but huge updates (deep sweeps) resync a subscriber once they pass the byte bound beyond a
+    fresh snapshot, even in one burst before its writer ever ran."""
+    feed, sub = _deep_feed(("X",), levels=10, buffer_messages=1000, buffer_bytes=100_000)
+    feed.subscribe(sub, "X")
+    for seq in range(2, 14):  # each update 1,000 levels, ~20 KB: about two resyncs, not the fourth that closes
+        feed.publish([Outcome(seq, None, None, [], [LevelChange("X", "sell", 5000 + 1000 * seq + p, 1, 1)
+                                                   for p in range(1000)], [])])
+        assert sub.buffered <= 100_000 + sub.snapshot_bytes["X"] + 25_000
+    assert not sub.closed and feed.stats_resyncs >= 1 and json.loads(queued(sub)[0]) == {"type": "resync", "reason": "slow consumer"}
+    assert sub.buffered == sum(map(len, queued(sub)))
 
 
 async def test_nothing_is_sent_between_the_parts_of_a_message() -> None:
@@ -422,6 +471,40 @@ async def test_a_slow_subscriber_never_stalls_order_entry_or_other_viewers(tmp_p
     finally:
         slow.close()
         server.kill()
+
+
+async def test_a_flood_of_subscribes_that_is_never_read_holds_one_snapshot(server: ServerProcess) -> None:
+    """Each subscribe answers with the whole book; a client that repeats it without reading must not
+    make the server hold a book per request (hundreds of MB from a few hundred KB of requests)."""
+    async with aiohttp.ClientSession() as s:
+        trader = await s.ws_connect(server.ws_url + "?token=maker")
+        await receive_until(trader, lambda got: len(got) >= 1)
+        for i in range(1500):  # a deep book: 1,500 levels
+            await trader.send_json({"op": "order", "id": i, "symbol": "GLOBEX", "side": "sell", "price": 20_000 + i, "qty": 1})
+        await receive_until(trader, lambda got: sum(m["type"] == "result" for m in got) >= 1500, 30)
+        viewer = await s.ws_connect(server.ws_url)
+        await viewer.send_json({"op": "subscribe", "symbols": ["GLOBEX"]})
+        snapshot = await viewer.receive(timeout=10)
+        assert json.loads(snapshot.data)["type"] == "snapshot"
+        async with s.get(f"{server.url}/metrics") as r:
+            received = metric(await r.text(), "tickflow_websocket_messages_total")
+        sock = _raw_ws_that_never_reads(server.port)  # it subscribes to ACME: one more message
+        try:
+            sock.sendall(b"".join(_masked_text_frame(b'{"op": "subscribe", "symbols": ["GLOBEX"]}') for _ in range(400)))
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                async with s.get(f"{server.url}/metrics") as r:
+                    text = await r.text()
+                if metric(text, "tickflow_websocket_messages_total") >= received + 401:
+                    break
+                await asyncio.sleep(0.1)
+            assert metric(text, "tickflow_websocket_messages_total") >= received + 401
+            assert metric(text, "tickflow_websocket_buffered_bytes") < 3 * len(snapshot.data)  # was 400 books
+            async with s.get(f"{server.url}/health") as r:
+                assert r.status == 200
+        finally:
+            sock.close()
+    assert "Traceback" not in server.output()
 
 
 def _read_frames(sock: socket.socket, done: Any, timeout: float = 30.0) -> list[dict[str, Any]]:

@@ -51,7 +51,7 @@ class Exchange:
     web_dir: Path = WEB_DIR
     body_timeout: float = BODY_TIMEOUT
     """Seconds a request body may take to arrive once its headers have."""
-    counters: dict[str, int] = field(default_factory=lambda: {"http_requests": 0, "ws_messages": 0})
+    counters: dict[str, int] = field(default_factory=lambda: {"ws_messages": 0})
 
     def account(self, token: str | None) -> str | None:
         if not token:

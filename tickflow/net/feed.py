@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 RECENT_TRADES = 50
 BUFFER_MESSAGES = 2048
 """Messages a subscriber may have queued before it counts as slow."""
+BUFFER_BYTES = 4 << 20
+"""Bytes of feed data a subscriber may have queued beyond fresh snapshots of its symbols, before the next
+message finds it slow: the messages alone do not bound memory, as one update of a sweep can run to megabytes."""
 MAX_RESYNCS = 3
 """Slow-consumer resyncs tolerated within RESYNC_WINDOW seconds before the connection is closed."""
 RESYNC_WINDOW = 10.0
@@ -78,8 +81,12 @@ class Subscriber:
         self.transport = transport
         self.symbols: set[str] = set()
         self.account: str | None = None
-        # Feed data: a message, or a message in parts (a tuple, sent together and counted once).
-        self.buffer: deque[str | bytes | tuple[bytes, ...]] = deque()
+        # Feed data: (its symbol, or None, a message or a message in parts sent together, its size).
+        self.buffer: deque[tuple[str | None, Message, int]] = deque()
+        self.buffered = 0
+        """Bytes in `buffer`."""
+        self.snapshot_bytes: dict[str, int] = {}
+        """The size of the last snapshot of each symbol subscribed to: what a resync would queue."""
         self.replies: deque[str | bytes] = deque()
         self.private: deque[str | bytes] = deque()
         self.wake = asyncio.Event()
@@ -88,7 +95,7 @@ class Subscriber:
         self.blocked = False
         """True while the writer waits for the socket to drain (the client is not reading)."""
 
-    def send(self, message: bytes | tuple[bytes, ...]) -> None:
+    def send(self, symbol: str, message: Message) -> None:
         """Queue one feed message (a tuple of parts is one message); a full buffer is dropped and
         replaced by a resync, never waited for."""
         if self.closed:
@@ -96,11 +103,34 @@ class Subscriber:
         pending = len(self.buffer)
         limit = self.feed.buffer_messages
         # A burst (one batch can touch hundreds of an account's orders) is not slowness; a buffer
-        # that grows while the socket itself is backed up is.
-        if pending >= limit and (self.blocked or pending >= 8 * limit):
+        # that grows while the socket itself is backed up is. Bytes are bounded either way, but what
+        # is queued, not the message: one sweep's update can be bigger than the bound by itself.
+        if (pending >= limit and (self.blocked or pending >= 8 * limit)
+                or self.buffered > self.feed.buffer_bytes + sum(self.snapshot_bytes.values())):
             self._resync()
             return
-        self.buffer.append(message)
+        self._queue(symbol, message, _size(message))
+
+    def send_snapshot(self, symbol: str) -> None:
+        """Queue a fresh snapshot of `symbol` in place of what is still queued for it: a client that
+        subscribes again wants the book as it is now, and the snapshot and the updates after it are that."""
+        if self.closed:
+            return
+        if any(entry[0] == symbol for entry in self.buffer):
+            self.forget(symbol)
+        message = self.feed.snapshot(symbol)
+        self.snapshot_bytes[symbol] = size = _size(message)
+        self._queue(symbol, message, size)
+
+    def forget(self, symbol: str) -> None:
+        """Drop what is queued for `symbol` (unsubscribed, or about to be snapshotted again)."""
+        self.buffer = deque(entry for entry in self.buffer if entry[0] != symbol)
+        self.buffered = sum(entry[2] for entry in self.buffer)
+        self.snapshot_bytes.pop(symbol, None)
+
+    def _queue(self, symbol: str | None, message: Message, size: int) -> None:
+        self.buffer.append((symbol, message, size))
+        self.buffered += size
         self.wake.set()
 
     def reply(self, message: str | bytes) -> None:
@@ -128,6 +158,7 @@ class Subscriber:
         """Stop sending to this connection and close it."""
         self.closed = True
         self.buffer.clear()
+        self.buffered = 0
         self.replies.clear()
         self.private.clear()
         self.wake.set()
@@ -139,15 +170,17 @@ class Subscriber:
         while self.resyncs and now - self.resyncs[0] > RESYNC_WINDOW:
             self.resyncs.popleft()
         self.buffer.clear()
+        self.buffered = 0
+        self.snapshot_bytes.clear()
         self.feed.stats_resyncs += 1
         if len(self.resyncs) > MAX_RESYNCS:
             log.info("closing a WebSocket client that keeps falling behind")
             self.close(1013, b"too slow: fell behind the feed")
             return
-        self.buffer.append(encode({"type": "resync", "reason": "slow consumer"}))
+        notice = encode({"type": "resync", "reason": "slow consumer"})
+        self._queue(None, notice, len(notice))
         for symbol in sorted(self.symbols):
-            self.buffer.append(self.feed.snapshot(symbol))
-        self.wake.set()
+            self.send_snapshot(symbol)
 
     async def _drop(self, code: int, why: bytes) -> None:
         """Close with `code`; a peer that does not read cannot take the close frame either, so abort."""
@@ -167,8 +200,12 @@ class Subscriber:
                 await self.wake.wait()
                 self.wake.clear()
                 while self.replies or self.private or self.buffer:
-                    queue = self.replies or self.private or self.buffer
-                    message = queue.popleft()
+                    message: str | Message
+                    if self.replies or self.private:
+                        message = (self.replies or self.private).popleft()
+                    else:
+                        _, message, size = self.buffer.popleft()
+                        self.buffered -= size
                     # Encoded once as UTF-8 JSON bytes, shared by every subscriber, sent as a text frame.
                     # send_frame only suspends when the transport is over its high-water mark.
                     self.blocked = True
@@ -187,8 +224,9 @@ class Subscriber:
 class Feed:
     """Publishes durable batches to subscribers and answers snapshot and book reads."""
 
-    def __init__(self, buffer_messages: int = BUFFER_MESSAGES) -> None:
+    def __init__(self, buffer_messages: int = BUFFER_MESSAGES, buffer_bytes: int = BUFFER_BYTES) -> None:
         self.buffer_messages = buffer_messages
+        self.buffer_bytes = buffer_bytes
         self.mirrors: dict[str, SymbolMirror] = {}
         self.subscribers: set[Subscriber] = set()
         self.by_symbol: dict[str, set[Subscriber]] = {}
@@ -266,7 +304,7 @@ class Feed:
                 head = {"type": "update", "symbol": symbol, "seq": entry.seq, "prevSeq": prev}
                 message = _parts(head, *_removals_first(bids, asks), entry.trades)
             for sub in subs:
-                sub.send(message)
+                sub.send(symbol, message)
 
     def add_symbol(self, symbol: str, seq: int) -> None:
         if symbol not in self.mirrors:
@@ -334,10 +372,11 @@ class Feed:
     def subscribe(self, sub: Subscriber, symbol: str) -> None:
         sub.symbols.add(symbol)
         self.by_symbol[symbol].add(sub)
-        sub.send(self.snapshot(symbol))
+        sub.send_snapshot(symbol)
 
     def unsubscribe(self, sub: Subscriber, symbol: str) -> None:
         sub.symbols.discard(symbol)
+        sub.forget(symbol)
         self.by_symbol.get(symbol, set()).discard(sub)
 
     def authenticate(self, sub: Subscriber, account: str, updates: bool = True) -> None:
@@ -352,6 +391,12 @@ class Feed:
 
 
 Levels = list[list[int]]
+Message = bytes | tuple[bytes, ...]
+"""A feed message, or one in parts that are sent together."""
+
+
+def _size(message: Message) -> int:
+    return len(message) if isinstance(message, bytes) else sum(map(len, message))
 
 
 def _parts(head: dict[str, Any], bids: list[Levels], asks: list[Levels], trades: list[Any]

@@ -35,6 +35,9 @@ def render_metrics(ex: "Exchange") -> str:
         ("tickflow_log_seq", "gauge", "sequence number of the last durable record", ex.feed.durable_seq),
         ("tickflow_websocket_clients", "gauge", "open WebSocket connections", len(ex.feed.subscribers)),
         ("tickflow_websocket_resyncs_total", "counter", "slow-consumer resyncs", ex.feed.stats_resyncs),
+        ("tickflow_websocket_messages_total", "counter", "WebSocket messages received", ex.counters["ws_messages"]),
+        ("tickflow_websocket_buffered_bytes", "gauge", "market data waiting in subscribers' buffers",
+         sum(s.buffered for s in ex.feed.subscribers)),
         ("tickflow_log_failed", "gauge", "1 when the log device failed", int(bool(ex.sequencer.failed))),
     ]
     lines: list[str] = []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import time
+import zlib
 from typing import Any
 
 import aiohttp
@@ -328,7 +330,8 @@ async def test_bodies_and_paths_the_server_cannot_read_are_refused_without_a_tra
         _, before = await call(s, "GET", f"{u}/health")
         for encoding in (b"gzip", b"deflate"):  # says compressed, is not
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            writer.write(head + b"Content-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s" % (encoding, len(body), body))
+            writer.write(head + b"Connection: close\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s"
+                         % (encoding, len(body), body))
             answer = await asyncio.wait_for(reader.read(), 10)
             writer.close()
             assert answer.startswith(b"HTTP/1.1 400 ") and b"application/json" in answer, answer
@@ -348,6 +351,63 @@ async def test_bodies_and_paths_the_server_cannot_read_are_refused_without_a_tra
         _, after = await call(s, "GET", f"{u}/health")
         assert after["seq"] == before["seq"]
     assert "Traceback" not in server.output() and "ERROR" not in server.output()
+
+
+async def _post_raw(port: int, body: bytes, *headers: bytes) -> tuple[int, dict[str, str], Any]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\nConnection: close\r\n"
+                 + b"".join(h + b"\r\n" for h in headers) + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    answer = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    fields = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), fields, json.loads(payload)
+
+
+async def test_a_body_is_taken_only_in_a_content_encoding_it_is_really_in(server: ServerProcess) -> None:
+    """gzip and deflate bodies are decoded; a coding the server does not apply (or several) is refused
+    with 415, never run as if the body were plain; a bomb is refused once past the size limit."""
+    plain = b'{"symbol":"ACME","side":"buy","price":7,"qty":1}'
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    for coding, body in ((b"gzip", gzip.compress(plain)), (b"x-gzip", gzip.compress(plain)),
+                         (b"deflate", zlib.compress(plain)), (b"Deflate", raw_deflate.compress(plain) + raw_deflate.flush()),
+                         (b"identity", plain)):
+        status, _, answer = await _post_raw(server.port, body, b"Content-Encoding: " + coding)
+        assert (status, answer["price"], answer["status"]) == (200, 7, "new"), coding
+    async with aiohttp.ClientSession() as s:
+        _, before = await call(s, "GET", f"{server.url}/health")
+    for coding in (b"gzip, gzip", b"x-bogus", b"br", b"zstd", b"compress"):
+        status, headers, answer = await _post_raw(server.port, plain, b"Content-Encoding: " + coding)
+        assert status == 415 and answer["error"].startswith("Content-Encoding") and "gzip" in headers["Accept-Encoding"]
+    status, _, answer = await _post_raw(server.port, gzip.compress(gzip.compress(plain)), b"Content-Encoding: gzip, gzip")
+    assert status == 415
+    status, _, answer = await _post_raw(server.port, gzip.compress(plain)[:-6], b"Content-Encoding: gzip")  # cut short
+    assert status == 400 and answer["error"] == "cannot read the body: it is not the gzip its Content-Encoding says"
+    status, _, answer = await _post_raw(server.port, gzip.compress(plain) + b"junk", b"Content-Encoding: gzip")
+    assert status == 400
+    bomb = gzip.compress(b'{"symbol":"ACME","side":"buy","price":7,"qty":1,"clientOrderId":"' + b"a" * 50_000_000 + b'"}')
+    assert len(bomb) < 65_536
+    status, _, answer = await _post_raw(server.port, bomb, b"Content-Encoding: gzip")
+    assert status == 413 and "once decoded" in answer["error"]
+    async with aiohttp.ClientSession() as s:
+        _, after = await call(s, "GET", f"{server.url}/health")
+        assert after["seq"] == before["seq"], "a refused body reached the log"
+        async with s.get(f"{server.url}/health", headers={"Content-Encoding": "br"}) as r:
+            assert r.status == 200  # a body-less request is not refused for the header
+    assert "Traceback" not in server.output() and "WARNING" not in server.output()
+
+
+async def test_error_messages_quote_at_most_40_characters_whatever_the_quotes(server: ServerProcess) -> None:
+    long = "x" * 30_000
+    async with aiohttp.ClientSession() as s:
+        for body in (order(side="'" + long), order(side="`" + long), order(side='"' + long),
+                     {**order(), "'" + long: 1}, {**order(), "`" + long: 1}, {**order(), "a`b" + long: 1}):
+            status, answer = await call(s, "POST", f"{server.url}/orders", "alice", json=body)
+            assert status == 400 and len(answer["error"]) < 120 and len(answer.get("field") or "") <= 40, answer
+            assert answer["field"] in ("side", "'" + long[:36] + "...", "`" + long[:36] + "...", "a`b" + long[:34] + "...")
+        status, answer = await call(s, "POST", f"{server.url}/orders", "alice", json={**order(), "a`b": 1})
+        assert (status, answer["field"]) == (400, "a`b")
 
 
 async def test_a_body_that_never_finishes_arriving_gets_a_408_and_the_connection_closes(tmp_path: Any) -> None:

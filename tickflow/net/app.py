@@ -6,6 +6,7 @@ import asyncio
 import logging
 import re
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -32,6 +33,9 @@ INTERVALS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "1h": 3_600_000}
 MAX_WS_IN_FLIGHT = 1024
 MAX_WS_ID = 128
 """The longest request id echoed back in answers."""
+CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+"""The Content-Encodings a body may come in (zlib's window bits for each); aiohttp's own decoding is off, as
+it passes a coding it does not know (or several) through as if the body were plain."""
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 BODY_TIMEOUT = 10.0
 
@@ -95,6 +99,8 @@ async def errors(request: web.Request, handler: Callable[[web.Request], Awaitabl
         return response
     except BadRequest as e:
         response = _json(e.body(), e.status)
+        if e.status == 415:
+            response.headers["Accept-Encoding"] = ", ".join(("identity", *CODINGS))
         if e.status == 408:  # the rest of that body may still come: answer, then close at once
             response.force_close()
             await response.prepare(request)
@@ -141,10 +147,33 @@ async def _body(request: web.Request) -> Any:
                     body = await request.read()
             except TimeoutError:
                 raise BadRequest(f"the body did not arrive within {timeout:g} s", None, 408) from None
-    except web.RequestPayloadError as e:  # e.g. a Content-Encoding the body does not match
+    except web.RequestPayloadError as e:  # e.g. chunks that do not add up
         why = str(e.__cause__.message if isinstance(e.__cause__, HttpProcessingError) else e).strip()
         raise BadRequest(f"cannot read the body: {why}", None) from None
-    return protocol.decode_json(body)
+    coding = request.headers.get("Content-Encoding")
+    return protocol.decode_json(_decoded(body, coding.strip().lower()) if coding else body)
+
+
+def _decoded(body: bytes, coding: str) -> bytes:
+    """`body` undone from its Content-Encoding, or refused: never taken as plain if it says otherwise."""
+    if coding == "identity":
+        return body
+    wbits = CODINGS.get(coding)
+    if wbits is None:
+        raise BadRequest(f"Content-Encoding {protocol.brief(coding)} is not supported: send the body as it is, "
+                         "or in gzip or deflate", None, 415)
+    # Some clients send "deflate" without zlib's header: raw deflate is tried after zlib's.
+    for bits in (wbits, -zlib.MAX_WBITS) if coding == "deflate" else (wbits,):
+        inflater = zlib.decompressobj(bits)
+        try:
+            plain = inflater.decompress(body, MAX_BODY + 1)
+        except zlib.error:
+            continue
+        if len(plain) > MAX_BODY:
+            raise BadRequest(f"body over {MAX_BODY} bytes once decoded", None, 413)
+        if inflater.eof and not inflater.unused_data:
+            return plain
+    raise BadRequest(f"cannot read the body: it is not the {coding} its Content-Encoding says", None)
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:

@@ -38,7 +38,9 @@ def _json(schema: dict[str, Any], about: str) -> dict[str, Any]:
 
 def _errors(*codes: int) -> dict[str, Any]:
     about = {400: "bad input", 401: "no or unknown token", 404: "unknown order or symbol",
-             409: "not open any more, or clientOrderId reused", 413: "body too large",
+             408: "the body did not finish arriving in time (the connection is closed)",
+             409: "not open any more, or clientOrderId reused", 413: "body too large (or once decoded)",
+             415: "a Content-Encoding other than identity, gzip or deflate",
              503: "shutting down, the log failed, or a wait for durability (or for SQLite) timed out"}
     return {str(c): _json(_ref("Error"), about[c]) for c in codes}
 
@@ -120,7 +122,7 @@ OPENAPI: dict[str, Any] = {
                 "summary": "Place an order (idempotent with clientOrderId)", "security": AUTH,
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("OrderRequest")}}},
                 "responses": {"200": _json(_ref("Order"), "the order as the command left it"),
-                              **_errors(400, 401, 409, 413, 503)},
+                              **_errors(400, 401, 408, 409, 413, 415, 503)},
             },
             "get": {
                 "summary": "The caller's open orders, oldest first", "security": AUTH,
@@ -140,7 +142,7 @@ OPENAPI: dict[str, Any] = {
                 "summary": "Amend an order's quantity and/or price", "security": AUTH,
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("AmendRequest")}}},
                 "responses": {"200": _json(_ref("Order"), "the amended order"),
-                              **_errors(400, 401, 404, 409, 413, 503)},
+                              **_errors(400, 401, 404, 408, 409, 413, 415, 503)},
             },
         },
         "/book/{symbol}": {

@@ -72,7 +72,7 @@ class BadRequest(Exception):
 
 
 _AT = re.compile(r" - at `\$\.?([^`]*)`$")
-_NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `([^`]*)`")
+_NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `(.*)`$", re.DOTALL)
 _json_decoder = msgspec.json.Decoder()
 encode = msgspec.json.Encoder().encode
 
@@ -89,8 +89,9 @@ _FIELD_RULES = {
 }
 
 
-_QUOTED = re.compile(r"(`|')([^`']{41,})\1")
-"""A quoted value longer than an error message may echo (msgspec quotes what it was sent whole)."""
+_QUOTED_LAST = re.compile(r"^([^`'\"]*)([`'\"])(.{41,})\2$", re.DOTALL)
+"""A message ending in a quoted value longer than an error message may echo: msgspec ends its message with
+what it was sent, quoted whole (in `, ' or ", whatever the value holds)."""
 
 
 def _cut(text: str, limit: int = 40) -> str:
@@ -103,7 +104,7 @@ def _field_error(e: msgspec.ValidationError) -> BadRequest:
     text = str(e)
     match = _AT.search(text)
     field = _cut(match.group(1)) if match else None
-    message = _QUOTED.sub(lambda m: f"{m[1]}{_cut(m[2])}{m[1]}", _AT.sub("", text))
+    message = _QUOTED_LAST.sub(lambda m: f"{m[1]}{m[2]}{_cut(m[3])}{m[2]}", _AT.sub("", text))
     named = _NAMED.match(message)
     if named:  # "Object missing required field `qty`" names the field inside the message
         inner = named.group(1)

@@ -337,7 +337,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     # aiohttp's own default keeps an idle connection an hour: enough idle sockets would use up the
     # process's file descriptors and lock everyone out.
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
-                           keepalive_timeout=args.idle_timeout)
+                           keepalive_timeout=args.idle_timeout, auto_decompress=False)  # app.py decodes bodies
     await runner.setup()
     sites = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
     for site in sites:
@@ -380,7 +380,7 @@ class MalformedHttpFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if isinstance(error, web.RequestPayloadError) and isinstance(error.__cause__, HttpProcessingError):
-            error = error.__cause__  # a body that does not match its Content-Encoding (the handler said 400)
+            error = error.__cause__  # a body aiohttp could not read, such as bad chunks (the handler said 400)
         if isinstance(error, HttpProcessingError):
             record.msg = f"{record.getMessage()}: {error.message or error!r}"
             record.args = ()

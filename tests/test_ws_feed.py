@@ -317,6 +317,23 @@ async def test_order_entry_over_websocket_with_many_in_flight(server: ServerProc
         await ws.close()
 
 
+async def test_a_failed_auth_signs_the_connection_out(server: ServerProcess) -> None:
+    """A client that switches accounts and mistypes the token must not go on trading as the old account."""
+    async with aiohttp.ClientSession() as s:
+        ws = await s.ws_connect(server.ws_url + "?token=switcher")
+        await receive_until(ws, lambda got: any(m["type"] == "auth" for m in got))
+        for bad in ({"token": "no such name!"}, {"token": "bob", "updates": "yes"}):
+            await ws.send_json({"op": "auth", **bad})
+            await ws.send_json({"op": "order", "id": 1, "symbol": "ACME", "side": "buy", "price": 10, "qty": 1})
+            msgs = await receive_until(ws, lambda got: any(m["type"] == "result" for m in got))
+            assert [m["type"] for m in msgs] == ["error", "result"] and msgs[1]["status"] == 401, msgs
+            await ws.send_json({"op": "auth", "token": "switcher"})
+            await receive_until(ws, lambda got: any(m["type"] == "auth" for m in got))
+        async with s.get(f"{server.url}/orders", headers={"Authorization": "Bearer switcher"}) as r:
+            assert (await r.json())["orders"] == []
+        await ws.close()
+
+
 async def test_private_updates_reach_the_resting_orders_owner(server: ServerProcess) -> None:
     async with aiohttp.ClientSession() as s:
         ws = await s.ws_connect(server.ws_url)

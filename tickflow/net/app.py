@@ -429,12 +429,15 @@ class _WsSession:
         self.sub.reply(encode({"type": "error", "error": message, **extra}))
 
     def auth(self, token: Any, updates: Any = True) -> None:
+        """Sign the connection in; a failed attempt leaves it signed out, never as the account it had."""
         account = self.ex.account(token) if isinstance(token, str) else None
-        if account is None:
-            self.error("unknown token", op="auth")
-            return
-        if not isinstance(updates, bool):
-            self.error("updates must be true or false", op="auth", field="updates")
+        if account is None or not isinstance(updates, bool):
+            if self.sub.account is not None:
+                self.ex.feed.authenticate(self.sub, None)
+            if account is None:
+                self.error("unknown token", op="auth")
+            else:
+                self.error("updates must be true or false", op="auth", field="updates")
             return
         self.ex.feed.authenticate(self.sub, account, updates)
         self.sub.reply(encode({"type": "auth", "account": account, "updates": updates}))

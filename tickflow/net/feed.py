@@ -379,14 +379,17 @@ class Feed:
         sub.forget(symbol)
         self.by_symbol.get(symbol, set()).discard(sub)
 
-    def authenticate(self, sub: Subscriber, account: str, updates: bool = True) -> None:
-        """Name the connection's account; with `updates` it also receives its orders' changes."""
+    def authenticate(self, sub: Subscriber, account: str | None, updates: bool = True) -> None:
+        """Name the connection's account (None signs it out); with `updates` it also receives its
+        orders' changes."""
         if sub.account is not None:
             subs = self.by_account.get(sub.account)
             if subs:
                 subs.discard(sub)
+                if not subs:
+                    del self.by_account[sub.account]
         sub.account = account
-        if updates:
+        if account is not None and updates:
             self.by_account.setdefault(account, set()).add(sub)
 
 

@@ -233,22 +233,41 @@ def test_demo_says_the_data_directory_is_a_file(tmp_path: Path) -> None:
     no_traceback(out)
 
 
-def test_demo_reports_a_server_that_dies_under_it(tmp_path: Path) -> None:
+def test_demo_starts_a_killed_server_again_and_gives_up_on_one_that_keeps_dying(tmp_path: Path) -> None:
+    """kill -9 the demo's server: it comes back on the same address with the orders it had acknowledged
+    (what tickflow is for); killed over and over, the demo stops trying and says so."""
     data = tmp_path / "data"
     demo = subprocess.Popen([sys.executable, "-m", "tickflow.cli", "demo", "--no-tui", "--data", str(data),
                              "--port", "0", "--rate", "20"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        assert demo.stdout is not None
+        assert demo.stdout is not None and demo.stderr is not None
         for line in demo.stdout:
             if "browser page" in line:
+                url = line.split("server ", 1)[1].split()[0]
                 break
-        pid = int((data / "LOCK").read_text())  # the server writes its pid there once it holds the directory
-        os.kill(pid, signal.SIGKILL)
-        _, err = demo.communicate(timeout=30)
+        request = urllib.request.Request(f"{url}/orders", method="POST", headers={"Authorization": "Bearer kim"},
+                                         data=b'{"symbol":"ACME","side":"buy","price":1,"qty":7,"clientOrderId":"k1"}')
+        placed = json.load(urllib.request.urlopen(request, timeout=10))
+        pids = []
+        for kill in range(4):
+            pid = int((data / "LOCK").read_text())  # the server writes its pid there once it holds the directory
+            assert pid not in pids
+            pids.append(pid)
+            os.kill(pid, signal.SIGKILL)
+            if kill == 3:
+                break
+            for line in demo.stderr:
+                if "the server is back" in line:
+                    break
+            assert line.startswith("tickflow demo: the server is back after ") and f"on {url}" in line, line
+            mine = urllib.request.Request(f"{url}/orders/{placed['orderId']}", headers={"Authorization": "Bearer kim"})
+            assert json.load(urllib.request.urlopen(mine, timeout=10)) == placed
+        _, err = demo.communicate(timeout=60)
         assert demo.returncode == 1
-        assert f"tickflow demo: the server stopped unexpectedly (killed by SIGKILL); see {data}/server.log" in err
+        assert (f"tickflow demo: the server stopped unexpectedly (killed by SIGKILL), 4 times within 60 s: not "
+                f"starting it again; see {data}/server.log") in err
         assert "Traceback" not in err
     finally:
         if demo.poll() is None:

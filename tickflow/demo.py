@@ -2,7 +2,8 @@
 
 Starts `tickflow serve` (data in ./tickflow-data by default, SQLite embedded), waits for `/health`, starts
 `tickflow simulate` in the background, prints the browser page's address, and runs `tickflow-tui` in
-the foreground. Quitting the screen (or Ctrl-C) stops everything it started.
+the foreground. Quitting the screen (or Ctrl-C) stops everything it started. A server that stops by
+itself (`kill -9` it to see) is started again, as a supervisor would: its log brings every order back.
 
 `ServerProcess` is the same start/wait/kill/restart logic as a class, for tests and scripts.
 """
@@ -17,15 +18,19 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tickflow.cli import port_number, positive_number
 
-_LISTENING = re.compile(r"listening on (http://[^\s]+)")
+_LISTENING = re.compile(r"listening on (http://[^\s]+)(?:.*?(\d+) records replayed)?")
+RESTARTS = 3
+"""Restarts of a server that stopped by itself the demo makes within RESTART_WINDOW seconds, before it gives up."""
+RESTART_WINDOW = 60.0
 _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 never via a proxy
 
 
@@ -57,6 +62,8 @@ class ServerProcess:
         self.extra = list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
+        self.replayed = 0
+        """Log records the last start replayed."""
 
     @property
     def log_path(self) -> Path:
@@ -91,6 +98,7 @@ class ServerProcess:
                 found = _LISTENING.search(self._log_tail(offset))
                 if found:
                     self.url = found.group(1)
+                    self.replayed = int(found.group(2) or 0)
                     self.port = int(self.url.rsplit(":", 1)[1])
             time.sleep(0.05)
         return self.url
@@ -187,62 +195,115 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A closed terminal (SIGHUP) or a plain kill stops the demo the way Ctrl-C does: children stopped cleanly.
     signal.signal(signal.SIGHUP, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
-    sim: subprocess.Popen[bytes] | None = None
-    status = 0
+    supervisor: Supervisor | None = None
+    keeper: threading.Thread | None = None
+    said: list[str] = []
     try:
         print(f"starting tickflow serve (data {args.data}) …", flush=True)
         url = server.start()
-        sim_log = open(Path(args.data) / "simulate.log", "ab")
-        sim = subprocess.Popen(
-            [sys.executable, "-m", "tickflow.cli", "simulate", "--url", url, "--rate", str(args.rate),
-             "--symbols", ",".join(symbols)],
-            stdout=sim_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_die_with_parent)
-        sim_log.close()
+
+        def market() -> subprocess.Popen[bytes]:
+            with open(Path(args.data) / "simulate.log", "ab") as sim_log:
+                return subprocess.Popen(
+                    [sys.executable, "-m", "tickflow.cli", "simulate", "--url", url, "--rate", str(args.rate),
+                     "--symbols", ",".join(symbols)],
+                    stdout=sim_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                    preexec_fn=_die_with_parent)
+
         print(f"tickflow demo: server {url}  ·  browser page {url}/  ·  logs in {args.data}/", flush=True)
         if args.no_tui:
-            print("Ctrl-C stops the demo.", flush=True)
+            supervisor = Supervisor(server, market, _say)
+            print("Ctrl-C stops the demo; a server that stops by itself is started again.", flush=True)
             with contextlib.suppress(KeyboardInterrupt):
-                _watch(server, sim, Path(args.data))
+                supervisor.run()
         else:
+            # The screen owns the terminal: what the supervisor did is told once the screen is closed.
+            supervisor = Supervisor(server, market, lambda line: said.append(f"{time.strftime('%H:%M:%S')} {line}"))
+            keeper = threading.Thread(target=supervisor.run, name="demo-supervisor", daemon=True)
+            keeper.start()
             time.sleep(0.5)
             from tickflow.tui.app import TickflowApp
             from tickflow.tui.backend import LiveBackend
 
             TickflowApp(LiveBackend(url, args.account), symbols[0]).run()
+            for line in said:
+                _say(line)
             print(f"tickflow demo: stopped. The browser page was {url}/", flush=True)
-        status = _server_died(server)
     except ServerStartError as e:
-        print(f"tickflow demo: {e.headline}: {e.output or 'no output'}", file=sys.stderr)
-        status = 1
+        _say(f"{e.headline}: {e.output or 'no output'}")
+        return 1
     except KeyboardInterrupt:
         pass
     finally:
-        if sim is not None and sim.poll() is None:
-            sim.send_signal(signal.SIGINT)
-            try:
-                sim.wait(5)
-            except subprocess.TimeoutExpired:
-                sim.kill()
+        if supervisor is not None:
+            supervisor.stopping.set()
+            if keeper is not None:
+                keeper.join(30)  # a restart under way finishes first, so nothing is left running
+            supervisor.stop_market()
         server.stop()
-    return status
+    return 1 if supervisor is not None and supervisor.failed else 0
 
 
-def _watch(server: ServerProcess, sim: subprocess.Popen[bytes], data: Path) -> None:
-    """Wait while the server runs; say once if the simulated market stops by itself."""
-    sim_reported = False
-    while server.proc is not None and server.proc.poll() is None:
-        if not sim_reported and sim.poll() is not None:
-            sim_reported = True
-            print(f"tickflow demo: the simulated market stopped ({_exit_status(sim.returncode)}); "
-                  f"see {data / 'simulate.log'}", file=sys.stderr, flush=True)
-        time.sleep(0.5)
+def _say(line: str) -> None:
+    print(f"tickflow demo: {line}", file=sys.stderr, flush=True)
 
 
-def _server_died(server: ServerProcess) -> int:
-    """1 (after saying so) when the server stopped while the demo ran, else 0."""
-    if server.proc is None or server.proc.poll() is None:
-        return 0
-    print(f"tickflow demo: the server stopped unexpectedly ({_exit_status(server.proc.returncode)}); "
-          f"see {server.log_path}", file=sys.stderr, flush=True)
-    return 1
+class Supervisor:
+    """Keeps the demo's server and market running, as an operator's supervisor would: a server that stops
+    by itself is started again on its port and data directory (its log brings every acknowledged order
+    back), at most RESTARTS times within RESTART_WINDOW seconds; then the demo gives up and says why."""
+
+    def __init__(self, server: ServerProcess, start_market: Callable[[], subprocess.Popen[bytes]],
+                 say: Callable[[str], None]) -> None:
+        self.server = server
+        self.start_market = start_market
+        self.say = say
+        self.market = start_market()
+        self.market_reported = False
+        self.stopping = threading.Event()
+        self.failed: str | None = None
+        self.restarts: list[float] = []
+
+    def run(self) -> None:
+        """Watch until `stopping` is set or the server cannot be kept running."""
+        while not self.stopping.wait(0.25):
+            proc = self.server.proc
+            if proc is not None and proc.poll() is not None and not self._restart(_exit_status(proc.returncode)):
+                return
+            if not self.market_reported and self.market.poll() is not None:
+                self.market_reported = True
+                self.say(f"the simulated market stopped ({_exit_status(self.market.returncode)}); "
+                         f"see {self.server.data / 'simulate.log'}")
+
+    def _restart(self, how: str) -> bool:
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW]
+        if len(self.restarts) >= RESTARTS:
+            self.failed = (f"the server stopped unexpectedly ({how}), {RESTARTS + 1} times within "
+                           f"{RESTART_WINDOW:g} s: not starting it again; see {self.server.log_path}")
+            self.say(self.failed)
+            return False
+        self.restarts.append(now)
+        self.say(f"the server stopped unexpectedly ({how}); starting it again")
+        try:
+            self.server.restart()
+        except ServerStartError as e:
+            self.failed = f"the server stopped unexpectedly ({how}) and did not start again: {e.headline}: {e.output}"
+            self.say(self.failed)
+            return False
+        self.say(f"the server is back after {time.monotonic() - now:.1f} s ({self.server.replayed} log records "
+                 f"replayed), on {self.server.url}")
+        if self.market.poll() is not None:  # it gave up while the server was away
+            self.market = self.start_market()
+            self.market_reported = False
+        return True
+
+    def stop_market(self) -> None:
+        if self.market.poll() is None:
+            self.market.send_signal(signal.SIGINT)
+            try:
+                self.market.wait(5)
+            except subprocess.TimeoutExpired:
+                self.market.kill()
+
+

@@ -401,6 +401,9 @@ async def test_odd_order_ids_tokens_and_sizes_over_websocket(server: ServerProce
             got = await receive_until(ws, lambda got: any(m.get("type") == "result" for m in got))
             (result,) = [m for m in got if m.get("type") == "result"]
             assert result["status"] == 400 and result["body"]["field"] == "orderId", (request, result)
+        await ws.send_json({"op": "cancel", "id": 9, "orderId": oid, "qty": 1, "y" * 100: 1})
+        (result,) = [m for m in await receive_until(ws, lambda got: any(m.get("type") == "result" for m in got))]
+        assert (result["status"], result["body"]["field"]) == (400, "qty") and "'qty'" in result["body"]["error"]
         async with s.get(f"{server.url}/orders/{oid}", headers={"Authorization": "Bearer mm"}) as r:
             assert (await r.json())["status"] == "new"  # neither amended nor cancelled
         for long_id in ("x" * 129, 1 << 64):

@@ -507,7 +507,9 @@ class _WsSession:
         order_id = protocol.order_id_field(message.pop("orderId", None))
         if op == "cancel":
             if message:
-                raise BadRequest(f"unknown fields for cancel: {', '.join(protocol.brief(k) for k in list(message)[:10])}")
+                names = list(message)
+                raise BadRequest(f"unknown fields for cancel: {', '.join(protocol.brief(k) for k in names[:10])}",
+                                 protocol.cut(names[0]))
             return protocol.cancel(account, order_id)
         return protocol.amend(account, order_id, message)
 

@@ -94,7 +94,8 @@ _QUOTED_LAST = re.compile(r"^([^`'\"]*)([`'\"])(.{41,})\2$", re.DOTALL)
 what it was sent, quoted whole (in `, ' or ", whatever the value holds)."""
 
 
-def _cut(text: str, limit: int = 40) -> str:
+def cut(text: str, limit: int = 40) -> str:
+    """`text` as an error message may quote it: at most `limit` characters."""
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
@@ -103,8 +104,8 @@ def _field_error(e: msgspec.ValidationError) -> BadRequest:
     what was sent is quoted at most 40 characters long, as everywhere."""
     text = str(e)
     match = _AT.search(text)
-    field = _cut(match.group(1)) if match else None
-    message = _QUOTED_LAST.sub(lambda m: f"{m[1]}{m[2]}{_cut(m[3])}{m[2]}", _AT.sub("", text))
+    field = cut(match.group(1)) if match else None
+    message = _QUOTED_LAST.sub(lambda m: f"{m[1]}{m[2]}{cut(m[3])}{m[2]}", _AT.sub("", text))
     named = _NAMED.match(message)
     if named:  # "Object missing required field `qty`" names the field inside the message
         inner = named.group(1)

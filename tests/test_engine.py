@@ -181,6 +181,13 @@ def test_post_only_that_would_take_is_rejected(d: Driver) -> None:
     assert out.trades == [] and d.depth() == ([], [(100, 5, 1)])
 
 
+def test_post_only_that_crosses_only_its_own_order_is_rejected_and_cancels_nothing(d: Driver) -> None:
+    d.new("b", "sell", 100, 5)
+    out = d.new("b", "buy", 100, 5, post_only=True)
+    assert out.result is not None and (out.result.status, out.result.reason) == ("rejected", "post_only_would_take")
+    assert out.updates == [] and d.depth() == ([], [(100, 5, 1)])
+
+
 def test_post_only_that_does_not_cross_rests(d: Driver) -> None:
     d.new("s", "sell", 100, 5)
     out = d.new("b", "buy", 99, 5, post_only=True)

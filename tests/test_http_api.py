@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import logging
 import time
 import zlib
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp.http_exceptions import HttpProcessingError
 
 from server_process import ServerProcess
+from tickflow.net.server import MalformedHttpFilter
 
 
 def auth(account: str) -> dict[str, str]:
@@ -396,6 +399,41 @@ async def test_a_body_is_taken_only_in_a_content_encoding_it_is_really_in(server
         async with s.get(f"{server.url}/health", headers={"Content-Encoding": "br"}) as r:
             assert r.status == 200  # a body-less request is not refused for the header
     assert "Traceback" not in server.output() and "WARNING" not in server.output()
+
+
+async def test_requests_that_are_not_http_are_logged_a_few_at_a_time(tmp_path: Any) -> None:
+    """Any client can send garbage; the log names it, but a flood of it cannot flood the log."""
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        for i in range(40):
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: -%d\r\n\r\n" % i)
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            assert answer.startswith(b"HTTP/1.") and b" 400 " in answer.split(b"\r\n", 1)[0]
+        async with aiohttp.ClientSession() as s:
+            assert (await call(s, "GET", f"{server.url}/health"))[0] == 200
+        warnings = [line for line in server.output().splitlines() if "WARNING" in line]
+        assert len(warnings) == 10 and all("Content-Length" in line for line in warnings), warnings
+        assert warnings[-1].endswith("(the next such requests within 60 s are not logged)")
+    finally:
+        server.kill()
+
+
+def test_the_first_line_after_a_quiet_spell_says_how_many_were_left_out() -> None:
+    now = [0.0]
+    quiet = MalformedHttpFilter(burst=2, window=10, clock=lambda: now[0])
+
+    def record() -> logging.LogRecord:
+        error = HttpProcessingError(message="bad")
+        return logging.LogRecord("aiohttp.server", logging.ERROR, "", 0, "Error handling request", (), (type(error), error, None))
+
+    kept = [r.getMessage() for r in (record() for _ in range(5)) if quiet.filter(r)]
+    assert kept == ["Error handling request: bad", "Error handling request: bad (the next such requests within 10 s are not logged)"]
+    now[0] = 10.0
+    (again,) = [r for r in (record(),) if quiet.filter(r)]
+    assert again.getMessage() == "Error handling request: bad (3 more such requests were not logged)"
+    assert again.levelname == "WARNING" and again.exc_info is None
 
 
 async def test_error_messages_quote_at_most_40_characters_whatever_the_quotes(server: ServerProcess) -> None:

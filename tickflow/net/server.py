@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -375,18 +376,43 @@ def _settle_gc() -> None:
 class MalformedHttpFilter(logging.Filter):
     """aiohttp logs a request that is not valid HTTP (a bad request line, a huge header, a bad
     Content-Length) at ERROR with a traceback; any client can send those, so they would flood the
-    log. They become one WARNING line naming the client and the problem (aiohttp answers 400)."""
+    log. They become one WARNING line naming the client and the problem (aiohttp answers 400), at most
+    `burst` of them every `window` seconds; the first line after a quiet spell says how many were left out."""
+
+    def __init__(self, burst: int = 10, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.burst = burst
+        self.window = window
+        self.clock = clock
+        self.started = -window
+        self.said = 0
+        self.left_out = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if isinstance(error, web.RequestPayloadError) and isinstance(error.__cause__, HttpProcessingError):
             error = error.__cause__  # a body aiohttp could not read, such as bad chunks (the handler said 400)
-        if isinstance(error, HttpProcessingError):
-            record.msg = f"{record.getMessage()}: {error.message or error!r}"
-            record.args = ()
-            record.exc_info = None
-            record.exc_text = None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        if not isinstance(error, HttpProcessingError):
+            return True
+        now = self.clock()
+        if now - self.started >= self.window:
+            self.started, self.said = now, 0
+        if self.said >= self.burst:
+            self.left_out += 1
+            return False
+        self.said += 1
+        # aiohttp's message quotes the offending bytes over several lines: one line, of bounded length.
+        why = " ".join(str(error.message or repr(error)).split())
+        record.msg = f"{record.getMessage()}: {why[:200]}"
+        if self.left_out:
+            record.msg += f" ({self.left_out} more such requests were not logged)"
+            self.left_out = 0
+        elif self.said == self.burst:
+            record.msg += f" (the next such requests within {self.window:g} s are not logged)"
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 

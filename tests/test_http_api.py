@@ -516,6 +516,9 @@ async def test_a_wrong_method_says_which_are_allowed_and_an_unknown_route_is_404
         for method, path in (("POST", "/no/such/route"), ("DELETE", "/orders/"), ("PATCH", "/orders/1/x")):
             async with s.request(method, server.url + path, headers=auth("alice")) as r:
                 assert r.status == 404 and "error" in await r.json(), (method, path)
+        async with s.get(f"{server.url}/ws") as r:  # not a WebSocket upgrade: say what is missing
+            error = (await r.json())["error"]
+            assert r.status == 400 and error.startswith("No WebSocket UPGRADE hdr") and "\n" not in error
 
 
 async def test_requests_that_are_not_http_get_a_400_and_no_traceback(server: ServerProcess) -> None:

@@ -82,7 +82,10 @@ def _error(status: int, message: str, field: str | None = None) -> web.Response:
 
 def _http_error(e: web.HTTPException) -> web.Response:
     """aiohttp's own error (404, 405, ...) as a JSON body, keeping the headers it set (405's Allow)."""
-    response = _error(e.status, e.reason)
+    detail = e.text or ""
+    # Its text is "404: Not Found" unless it says more ("No WebSocket UPGRADE hdr ..."): say that, on one line.
+    message = e.reason if detail == f"{e.status}: {e.reason}" or not detail else " ".join(detail.split())
+    response = _error(e.status, message)
     if "Allow" in e.headers:
         response.headers["Allow"] = e.headers["Allow"]
     return response

@@ -17,11 +17,13 @@ from textual.widgets._toast import Toast
 from tickflow.net.client import (
     ApiError,
     BookChanged,
+    Fill,
     GapDetected,
     Level,
     Order,
     OrderChanged,
     Resynced,
+    ServerChanged,
     ServerError,
     StateChanged,
     Trade,
@@ -31,10 +33,10 @@ from tickflow.tui import model as m
 from tickflow.tui.amend import check_amend
 from tickflow.tui.app import TickflowApp
 from tickflow.tui.book import BookView, depth_bar
-from tickflow.tui.candles import Candle
+from tickflow.tui.candles import Candle, Cut
 from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import ACTIONS, TickflowCommands
-from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, order
+from tickflow.tui.fixed import T0, FixedBackend, book_of, busy_feed, connected, order
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.palette import Palette
 from tickflow.tui.tape import TradeTape
@@ -79,8 +81,55 @@ def test_amend_checks_input() -> None:
     assert check_amend(o, "10", "101") == {"price": 101}
     assert "above the 4" in check_amend(o, "4", "")  # type: ignore[operator]
     assert check_amend(o, "10", "100") == "nothing changed"
-    assert "up to 1,000,000,000" in check_amend(o, "1000000001", "")  # type: ignore[operator]
+    assert "from 1 to 1,000,000,000" in check_amend(o, "1000000001", "")  # type: ignore[operator]
     assert "from 1 to 1,000,000,000" in check_amend(o, "", "99999999999999999999999")  # type: ignore[operator]
+
+
+def test_a_number_that_is_not_plain_digits_is_refused_never_read_as_another() -> None:
+    for typed in ("2.5", "1e3", "5.0", "1,000", "-5", "+5", "1_000", "5 0", "²"):
+        for qty, price in ((typed, "100"), ("5", typed)):
+            said = check("ACME", "buy", "limit", price, qty, "gtc", False)
+            assert isinstance(said, str) and "whole number, digits only" in said and typed in said, (qty, price)
+        assert "digits only" in check_amend(order(5, "buy", 100, 10), typed, "")  # type: ignore[operator]
+        assert "digits only" in check_amend(order(5, "buy", 100, 10), "", typed)  # type: ignore[operator]
+
+
+async def test_ticket_and_amend_fields_keep_what_is_typed_and_send_only_that() -> None:
+    """Textual's integer field dropped each key that would make the value invalid: `2.5` became 25 and
+    went out ten times too big."""
+    app = fixed_app(answer=_accept)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        qty = app.query_one("#qty", Input)
+        for typed in ("2.5", "1e3", "5.0", "1,000"):
+            qty.value = ""
+            await pilot.press("escape", "t", *"100", "tab", *typed, "enter")
+            await settle(pilot)
+            assert qty.value == typed
+            assert f"not sent: quantity must be a whole number, digits only: not “{typed}”" in _result(app)
+        await pilot.press("escape", "t", "backspace", "backspace", "backspace", *"9.5", "tab")
+        assert app.query_one("#price", Input).value == "9.5"
+        assert backend.calls == []
+        # Full-width digits are shown as the digits that will be sent.
+        app.query_one("#price", Input).value = "100"
+        qty.value = ""
+        qty.focus()
+        await pilot.press(*"００５", "enter")
+        await settle(pilot)
+        assert qty.value == "005"
+        assert backend.calls[-1][1]["qty"] == 5
+
+        await pilot.press("escape", "o", "a")
+        await settle(pilot)
+        amend_qty = app.screen.query_one("#amend-qty", Input)
+        amend_qty.value = ""
+        amend_qty.focus()
+        await pilot.press(*"2.5", "enter")
+        await settle(pilot)
+        assert amend_qty.value == "2.5"
+        assert "digits only" in str(app.screen.query_one("#amend-error", Static).render())
+        assert not [c for c in backend.calls if c[0] == "amend"]
 
 
 def test_depth_bar_is_drawn_in_eighths() -> None:
@@ -238,17 +287,22 @@ async def test_a_resync_and_a_server_refusal_are_told_once() -> None:
         assert len(app.screen.query(Toast)) == len(toasts)
 
 
-async def test_market_order_disables_the_price_field() -> None:
+async def test_market_order_disables_the_price_field_and_offers_no_gtc() -> None:
     app = fixed_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
+        tif = app.query_one("#tif", Select)
         app.query_one("#type").value = "market"  # type: ignore[attr-defined]
         await settle(pilot)
         assert app.query_one("#price", Input).disabled
-        assert "at market" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]
+        assert "at market IOC" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]
+        assert tif.value == "ioc" and [v for _, v in tif._options] == ["ioc", "fok"]  # the server makes it IOC
         await pilot.press("s")
         await settle(pilot)
         assert "Sell" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]
+        app.query_one("#type").value = "limit"  # back to limit: GTC again, as it was
+        await settle(pilot)
+        assert tif.value == "gtc" and [v for _, v in tif._options] == ["gtc", "ioc", "fok"]
 
 
 async def test_switching_symbol_clears_the_price_but_a_repaint_keeps_it() -> None:
@@ -448,6 +502,27 @@ async def test_digits_typed_fast_after_t_land_in_the_price_whole() -> None:
         assert app.query_one("#price", Input).value == "10"
 
 
+async def test_a_whole_ticket_typed_fast_lands_key_by_key_where_it_was_typed() -> None:
+    """Keys queued on the book before `t` moved the focus: the digits went to the price, and the `.`
+    and the tab were lost, so `t100<tab>2.5` read as a price of 10025."""
+    app = fixed_app(answer=_accept)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        for keys in ("t100\t2.5", "t100\t25\n"):
+            for field in ("#price", "#qty"):
+                app.query_one(field, Input).value = ""
+            app.query_one("#book").focus()
+            await settle(pilot)
+            for key in keys:  # queued at once, as a paste or a busy screen delivers them
+                name = {"\t": "tab", "\n": "enter", ".": "full_stop"}.get(key, key)
+                app.post_message(events.Key(name, key if key.isprintable() else None))
+            await settle(pilot)
+            assert (app.query_one("#price", Input).value, app.query_one("#qty", Input).value) == \
+                ("100", keys[5:].strip()), keys
+        assert [args["qty"] for _, args in backend.calls] == [25]
+
+
 async def test_enter_sends_from_every_ticket_field_and_space_toggles_post_only() -> None:
     app = fixed_app(answer=_accept)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -597,3 +672,158 @@ async def test_every_panel_is_usable_from_80x24_up() -> None:
             conn = app.query_one("#conn")
             assert len(str(conn.render())) <= conn.content_size.width
 
+
+
+# ---------------------------------------------------------------- my orders, the book's cursor, news
+
+
+def _cancel_answer(call: str, args: dict) -> Order:  # type: ignore[type-arg]
+    return order(args["orderId"], "buy", 9_990, 10, status="cancelled", reason="cancelled_by_user", seq=900)
+
+
+async def test_cancel_and_amend_keys_act_only_in_my_orders() -> None:
+    """`o`, a GLOBEX order chosen, `d`, `c`: that order was cancelled from the book, unseen, unasked."""
+    events, bars, mine = busy_feed()
+    globex = order(43, "sell", 77, 5, symbol="GLOBEX", seq=495)
+    backend = FixedBackend(events=[*events, OrderChanged(globex)], bars={"ACME": bars}, open_orders=[*mine, globex],
+                           answer=_cancel_answer)
+    app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+    async with app.run_test(size=(140, 40), notifications=True) as pilot:
+        await settle(pilot)
+        orders = app.query_one(MyOrders)
+        await pilot.press("o", "down", "down")
+        assert orders.selected == globex
+        for key in ("c", "delete", "a"):
+            for where in ("#book", "#side", "#submit"):  # the book, and the ticket where keys are not text
+                app.query_one(where).focus()
+                await settle(pilot)
+                shown = {b.binding.key for b in app.active_bindings.values() if b.binding.show}
+                assert not {"c", "a", "delete"} & shown, where  # the footer offers no cancel or amend here
+                await pilot.press(key)
+                await settle(pilot)
+                assert backend.calls == [] and app.screen is app.screen_stack[0], (key, where)
+                assert app.focused is orders and orders.selected == globex  # My orders says what to do
+        assert any("then c" in str(toast.render()) for toast in app.screen.query(Toast))
+        footer = {b.binding.key: b.binding.description for b in app.active_bindings.values() if b.binding.show}
+        assert footer["c"] == "Cancel" and footer["a"] == "Amend"
+        await pilot.press("c")
+        await settle(pilot)
+        assert backend.calls == [("cancel", {"orderId": 43})]
+
+
+async def test_cancelling_keeps_the_cursor_on_the_next_order() -> None:
+    events, bars, _ = busy_feed()
+    mine = [order(i, "buy", 9_990 - i, 10, seq=400 + i) for i in range(51, 56)]
+    backend = FixedBackend(events=[*events[:3], *[OrderChanged(o) for o in mine]], bars={"ACME": bars},
+                           open_orders=mine, answer=_cancel_answer)
+    app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        orders = app.query_one(MyOrders)
+        await pilot.press("o", "down")
+        assert orders.selected is not None and orders.selected.order_id == 52
+        for expected in (53, 54, 55):
+            await pilot.press("c")
+            await settle(pilot)
+            assert orders.selected is not None and orders.selected.order_id == expected
+        await pilot.press("c")  # the last row goes: the cursor goes to the row left above it
+        await settle(pilot)
+        assert orders.selected is not None and orders.selected.order_id == 51
+        assert [c[1]["orderId"] for c in backend.calls] == [52, 53, 54, 55]
+
+
+async def test_book_cursor_stays_on_levels_that_exist() -> None:
+    backend = FixedBackend(events=[connected(), BookChanged("ACME", book_of(
+        "ACME", 9, [(99, 1, 1), (98, 2, 1), (97, 3, 1)], [(101, 4, 1), (102, 5, 1)]), 9, True)])
+    app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        view = app.query_one(BookView)
+        assert view.depth > 3
+        await pilot.press(*["up"] * 6)
+        assert view.cursor == -2  # the worst ask, not a blank row above it
+        await pilot.press("enter")
+        assert app.query_one("#price", Input).value == "102"
+        await pilot.press("d", *["down"] * 9)
+        assert view.cursor == 3
+        await pilot.press("enter")
+        assert app.query_one("#price", Input).value == "97"
+        thinner = book_of("ACME", 10, [(99, 1, 1)], [(101, 4, 1), (102, 5, 1)])
+        backend.emit(BookChanged("ACME", thinner, 10, True))  # the level under the cursor goes
+        await settle(pilot)
+        assert view.cursor == 1
+        backend.emit(BookChanged("ACME", book_of("ACME", 11, [], [(101, 4, 1)]), 11, True))
+        await settle(pilot)
+        assert view.cursor == -1  # no bids left: the best ask
+
+
+async def test_my_orders_filled_or_cancelled_by_others_are_told() -> None:
+    """A fill by someone else and a self-trade cancel used to make the row vanish without a word."""
+    app = fixed_app(answer=_cancel_answer)
+    async with app.run_test(size=(140, 40), notifications=True) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        filled = msgspec.structs.replace(order(41, "buy", 9_995, 100, 43, seq=600),
+                                         fills=[Fill(2_000, 9_995, 3)])
+        backend.emit(OrderChanged(filled))
+        backend.emit(OrderChanged(filled))  # the same state again (a catch-up) is no news
+        backend.emit(OrderChanged(order(42, "sell", 10_010, 50, status="cancelled",
+                                        reason="self_trade_prevented", seq=601)))
+        await settle(pilot)
+        toasts = [str(toast.render()) for toast in app.screen.query(Toast)]
+        assert sum("#41 buy ACME: filled 3 @ 9995 (43/100)" in t for t in toasts) == 1, toasts
+        assert sum("#42 sell ACME: cancelled: self-trade prevented" in t for t in toasts) == 1, toasts
+        assert [o.order_id for o in app.market.open_orders()] == [41]
+        # My own cancel is answered once, not told again as news.
+        await pilot.press("o", "c")
+        backend.emit(OrderChanged(order(41, "buy", 9_995, 100, 43, status="cancelled",
+                                        reason="cancelled_by_user", seq=650)))
+        await settle(pilot)
+        toasts = [str(toast.render()) for toast in app.screen.query(Toast)]
+        assert sum("#41" in t for t in toasts) == 2, toasts  # the fill, and "#41 cancel: cancelled"
+
+
+async def test_another_server_at_the_address_starts_the_screen_afresh() -> None:
+    """Its seqs, trade ids and order ids start again: an order id seen closed was refused, the header
+    kept the old seq, and the bars were cut at the old server's trade id."""
+    app = fixed_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        backend.emit(OrderChanged(order(41, "buy", 9_995, 100, 100, status="filled", seq=700)))
+        backend.emit(StateChanged("reconnecting", attempt=1, delay=0.2, error="connection refused"))
+        await settle(pilot)
+        assert app.market.seq == 700
+
+        backend.store.clear()
+        backend._bars = {}
+        backend._open = [order(41, "sell", 12_000, 5, seq=4)]
+        backend.emit(ServerChanged("its log is at seq 3, behind the 700 seen"))
+        backend.emit(connected())
+        backend.emit(BookChanged("ACME", book_of("ACME", 3, [(11_990, 1, 1)], [(12_000, 5, 1)]), 3, True))
+        backend.emit(TradesReceived("ACME", [_trade(1, 12_000, 2, T0 + 3_600_000)]))
+        backend.emit(OrderChanged(order(41, "sell", 12_000, 5, 2, seq=5)))
+        await settle(pilot)
+        assert [(o.order_id, o.filled_qty) for o in app.market.open_orders()] == [(41, 2)]
+        assert "seq 5" in str(app.query_one("#conn").render())
+        assert [t.trade_id for t in app.market.tape()] == [1]
+        assert _chart_volumes(app) == [(T0 + 3_600_000, 2)]
+        assert app.market.bars_cut("ACME") == Cut(T0 + 3_600_001, 2)
+
+
+async def test_reconnecting_delay_counts_down() -> None:
+    backend = FixedBackend(events=[connected()])
+    app = TickflowApp(backend, "ACME", utc=True, live=True, chart_interval=0)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        backend.emit(StateChanged("reconnecting", attempt=2, delay=1.0, error="connection refused"))
+        await settle(pilot)
+        shown = []
+        for _ in range(3):
+            found = re.search(r"reconnecting in ([0-9.]+) s", str(app.query_one("#conn").render()))
+            assert found is not None
+            shown.append(float(found.group(1)))
+            await pilot.pause(0.25)
+        assert shown == sorted(shown, reverse=True) and shown[0] - shown[-1] >= 0.3, shown
+        await pilot.pause(1.0)
+        assert "⟳ reconnecting (attempt 2): connection refused" in str(app.query_one("#conn").render())

@@ -199,3 +199,52 @@ async def test_a_sweep_of_more_trades_than_the_snapshot_holds_in_one_millisecond
             await until(pilot, lambda: candles(app) == expected, what=f"the candles to be {expected}")
     finally:
         proc.kill()
+
+
+async def test_another_server_at_the_same_address_is_shown_afresh(tmp_path: Path) -> None:
+    """kill -9, then a fresh server (a new data directory) on the same port: its order ids, trade ids and
+    seqs start again. The screen kept the old server's: My orders refused orders whose ids it had seen
+    closed, the tape every trade, the chart cut its bars at the old trade id, the header the old seq."""
+    first = ServerProcess(tmp_path / "one", symbols=["ACME"], durability="none")
+    first.start()
+    second = ServerProcess(tmp_path / "two", port=first.port, symbols=["ACME"], durability="none")
+    try:
+        async with Client(first.url, "bob") as bob, Client(first.url, "alice") as alice:
+            for i in range(6):  # ids 1-12 closed: alice's orders filled, bob's taking
+                await alice.place_order("ACME", "sell", 1, 100 + i)
+                await bob.place_order("ACME", "buy", 1, 100 + i)
+        app = live_app(first.url)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.market.connected and len(app.market.tape()) == 6, what="the trades")
+            old_seq = app.market.seq
+            await asyncio.to_thread(first.kill)
+            await until(pilot, lambda: app.market.conn.state == "reconnecting", what="reconnecting")
+            await asyncio.to_thread(second.start)
+            await until(pilot, lambda: app.market.connected and app.market.book is not None and app.market.book.live,
+                        timeout=15, what="connected to the new server")
+            async with Client(second.url, "alice") as alice:
+                now = (await alice.health()).seq
+            assert now < old_seq
+            await until(pilot, lambda: app.market.seq == now and f"seq {now}" in conn_text(app), what=f"seq {now}")
+            async with Client(second.url, "bob") as bob, Client(second.url, "alice") as alice:
+                for i in range(7):  # alice's orders 1-14 rest; 1 is filled in part by bob's 15
+                    await alice.place_order("ACME", "sell", 2, 200 + i)
+                    await alice.place_order("ACME", "buy", 1, 10 + i)
+                await bob.place_order("ACME", "buy", 1, 200, tif="ioc")
+                listed = sorted(o.order_id for o in await alice.open_orders())
+            assert len(listed) == 14
+            mine = app.query_one(MyOrders)
+            await until(pilot, lambda: [o.order_id for o in mine.orders] == listed, timeout=15,
+                        what=f"My orders to list {listed}")
+            await until(pilot, lambda: mine.orders[0].filled_qty == 1, what="the fill of order 1")
+            await until(pilot, lambda: [t.trade_id for t in app.market.tape()] == [1], what="the new trade")
+            expected = await server_bars(second.url)
+            await until(pilot, lambda: candles(app) == expected, what=f"the candles to be {expected}")
+            # Cancel all reaches them.
+            await pilot.press("C")
+            await until(pilot, lambda: not mine.orders, what="every order cancelled")
+            async with Client(second.url, "alice") as alice:
+                assert await alice.open_orders() == []
+    finally:
+        first.kill()
+        second.kill()

@@ -52,7 +52,7 @@ __all__ = [
     "Side", "OrderType", "Tif", "Status", "ConnState", "OPEN_STATUSES",
     # events
     "Event", "StateChanged", "BookChanged", "TradesReceived", "OrderChanged", "GapDetected", "Resynced",
-    "ServerError",
+    "ServerError", "ServerChanged",
     # errors
     "TickflowError", "ApiError", "ProtocolError", "InvalidURL", "NotConnected", "ConnectionLost", "RequestTimeout",
     "AuthFailed",
@@ -358,6 +358,11 @@ class RequestTimeout(ConnectionLost, TimeoutError):
 
 class AuthFailed(TickflowError):
     """The server refused the session's token; the session stops rather than retry forever."""
+
+
+def _trade_key(t: Trade) -> tuple[int, str, int, int, str, int]:
+    """What makes a trade the same trade on the feed and in `GET /trades`."""
+    return t.trade_id, t.symbol, t.price, t.qty, t.aggressor, t.ts
 
 
 def _decode_body(raw: bytes) -> Any:
@@ -678,7 +683,17 @@ class ServerError:
     body: dict[str, Any]
 
 
-Event = StateChanged | BookChanged | TradesReceived | OrderChanged | GapDetected | Resynced | ServerError
+@dataclass(frozen=True, slots=True)
+class ServerChanged:
+    """A reconnection found another server at the address (a fresh data directory, say): `reason` says
+    how it was told. What the session held of the old one (`last_seq`, the trades and orders seen) was
+    let go before connecting, so seqs, trade ids and order ids start again; a screen drops its own copy."""
+
+    reason: str
+
+
+Event = (StateChanged | BookChanged | TradesReceived | OrderChanged | GapDetected | Resynced | ServerError
+         | ServerChanged)
 
 
 @dataclass
@@ -773,6 +788,8 @@ class Session:
         self._closing = False
         self._fatal: AuthFailed | None = None
         self._last_trade: dict[str, int] = {}
+        self._newest_trade: Trade | None = None
+        """The last trade delivered (any symbol): a server that does not hold it is another server."""
         self._backfills: dict[str, _Backfill] = {}
         self._parts: dict[str, _Parts] = {}
         """Per symbol, the snapshot or update whose parts are arriving (its book is not live meanwhile)."""
@@ -1092,6 +1109,10 @@ class Session:
         """Connect, authenticate and handle messages until the connection ends; return why it ended."""
         self._was_connected = False
         assert self._http is not None
+        if self.last_seq or self._newest_trade is not None:
+            other = await self._other_server()
+            if other:
+                self._forget_server(other)
         ws = await asyncio.wait_for(
             self._http.ws_connect(ws_url(self.url), heartbeat=self._heartbeat, autoping=True,
                                   max_msg_size=MAX_MESSAGE),
@@ -1113,6 +1134,34 @@ class Session:
             elif msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
                 reason = msg.extra if msg.type == aiohttp.WSMsgType.CLOSE and isinstance(msg.extra, str) else ""
                 return self._why_closed(ws.close_code, reason)
+
+    async def _other_server(self) -> str | None:
+        """Why the server now at the address is not the one followed so far, or None when it is (or it
+        cannot be told). The server names no identity, so its log is the witness: a restart of the same
+        server (kill -9 included) is at or past every seq and holds every trade already seen."""
+        try:
+            health = await asyncio.wait_for(self.http.health(), self._connect_timeout)
+            if health.seq < self.last_seq:
+                return f"its log is at seq {health.seq}, behind the {self.last_seq} seen"
+            seen = self._newest_trade
+            if seen is not None:
+                page = await asyncio.wait_for(self.http.trades(seen.symbol, after=seen.trade_id - 1, limit=1),
+                                              self._request_timeout)
+                if not page or _trade_key(page[0]) != _trade_key(seen):
+                    return f"it does not hold the {seen.symbol} trade #{seen.trade_id} seen"
+        except (TickflowError, asyncio.TimeoutError):
+            pass  # not answering (the connection attempt says why) or not telling: taken as the same server
+        return None
+
+    def _forget_server(self, reason: str) -> None:
+        """Let go of what belongs to the server followed so far: with another one, its seqs, trade ids
+        and order ids mean nothing (an order id seen closed there may be open here)."""
+        self.last_seq = 0
+        self._last_trade.clear()
+        self._newest_trade = None
+        self._orders.clear()
+        self._closed_orders.clear()
+        self._emit(ServerChanged(reason))
 
     def _why_closed(self, code: int | None, reason: str) -> str:
         """Words for a closed connection (1001 server shutting down, 1013 too slow, ...)."""
@@ -1320,6 +1369,7 @@ class Session:
         fresh = [t for t in trades if t.trade_id > last]
         if fresh:
             self._last_trade[symbol] = fresh[-1].trade_id
+            self._newest_trade = fresh[-1]
             self._emit(TradesReceived(symbol, fresh))
         elif symbol not in self._last_trade:
             self._last_trade[symbol] = 0

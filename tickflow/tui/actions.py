@@ -48,14 +48,21 @@ class OrderActions:
     def action_submit(self: TickflowApp) -> None:
         self.query_one(OrderTicket).submit()
 
-    def _selected(self: TickflowApp) -> Order | None:
-        order = self.query_one(MyOrders).selected
+    def _selected(self: TickflowApp, key: str) -> Order | None:
+        """The order chosen in My orders, only while My orders has the focus: from the book or the
+        ticket, a stray key must not act on a row out of sight. Elsewhere it goes to My orders."""
+        orders = self.query_one(MyOrders)
+        if self.focused is not orders:
+            self.screen.set_focus(orders)
+            self.notify(f"choose the order here (↑ ↓), then {key}", title="My orders", timeout=4)
+            return None
+        order = orders.selected
         if order is None:
-            self.notify("no open order chosen: press o, then ↑ ↓", severity="warning", timeout=3)
+            self.notify("no open order to choose", severity="warning", timeout=3)
         return order
 
     def action_cancel_selected(self: TickflowApp) -> None:
-        order = self._selected()
+        order = self._selected("c")
         if order is not None:
             self.cancel_orders([order.order_id])
 
@@ -66,18 +73,23 @@ class OrderActions:
         else:
             self.notify(f"no open orders in {self.market.symbol}", timeout=3)
 
+    def cancel_orders(self: TickflowApp, order_ids: list[int]) -> None:
+        self.market.asked.update(order_ids)
+        self._cancel(order_ids)
+
     @work(group="order-entry")
-    async def cancel_orders(self: TickflowApp, order_ids: list[int]) -> None:
+    async def _cancel(self: TickflowApp, order_ids: list[int]) -> None:
         for order_id in order_ids:
             try:
                 order = await self.backend.cancel_order(order_id)
             except Exception as e:
-                self.post_message(OrderAnswered("cancel", None, f"cancel #{order_id}: {explain(e, 'cancel')}"))
+                self.post_message(OrderAnswered("cancel", None, f"cancel #{order_id}: {explain(e, 'cancel')}",
+                                                order_id))
             else:
-                self.post_message(OrderAnswered("cancel", order))
+                self.post_message(OrderAnswered("cancel", order, order_id=order_id))
 
     def action_amend_selected(self: TickflowApp) -> None:
-        order = self._selected()
+        order = self._selected("a")
         if order is None:
             return
 
@@ -97,6 +109,8 @@ class OrderActions:
             self.post_message(OrderAnswered("amend", order))
 
     def on_order_answered(self: TickflowApp, message: OrderAnswered) -> None:
+        if message.order_id is not None:
+            self.market.asked.discard(message.order_id)
         if not self.ready:
             return
         if message.order is not None:

@@ -11,7 +11,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from tickflow.net.client import Order
-from tickflow.tui.ticket import MAX_PRICE, MAX_QTY
+from tickflow.tui.fields import NumberInput
+from tickflow.tui.ticket import MAX_PRICE, MAX_QTY, whole_number
 
 
 def check_amend(order: Order, qty_text: str, price_text: str) -> dict[str, int] | str:
@@ -19,18 +20,19 @@ def check_amend(order: Order, qty_text: str, price_text: str) -> dict[str, int] 
     change: dict[str, int] = {}
     qty_text, price_text = qty_text.strip(), price_text.strip()
     if qty_text:
-        if not qty_text.isdigit() or int(qty_text) > MAX_QTY:
-            return f"quantity must be a whole number up to {MAX_QTY:,}"
-        qty = int(qty_text)
+        qty = whole_number(qty_text, "quantity", MAX_QTY)
+        if isinstance(qty, str):
+            return qty
         if qty <= order.filled_qty:
             return f"quantity must be above the {order.filled_qty} already filled"
         if qty != order.qty:
             change["qty"] = qty
     if price_text and order.type == "limit":
-        if not price_text.isdigit() or not 1 <= int(price_text) <= MAX_PRICE:
-            return f"price must be a whole number of ticks from 1 to {MAX_PRICE:,}"
-        if int(price_text) != order.price:
-            change["price"] = int(price_text)
+        price = whole_number(price_text, "price (in ticks)", MAX_PRICE)
+        if isinstance(price, str):
+            return price
+        if price != order.price:
+            change["price"] = price
     if not change:
         return "nothing changed"
     return change
@@ -52,10 +54,10 @@ class AmendScreen(ModalScreen[dict[str, int] | None]):
                               style="bold"))
             with Horizontal(classes="row"):
                 yield Label("Qty", classes="label")
-                yield Input(str(o.qty), type="integer", compact=True, id="amend-qty")
+                yield NumberInput(str(o.qty), compact=True, id="amend-qty")
             with Horizontal(classes="row"):
                 yield Label("Price", classes="label")
-                yield Input(str(o.price or ""), type="integer", compact=True, id="amend-price",
+                yield NumberInput(str(o.price or ""), compact=True, id="amend-price",
                             disabled=o.type != "limit")
             yield Static(Text("A lower quantity at the same price keeps the queue place; a new price or a "
                               "larger quantity goes to the back of the level.", style="dim"))

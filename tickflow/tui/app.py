@@ -19,7 +19,7 @@ from textual.containers import Container
 from textual.widgets import Footer, Input, Select
 
 from tickflow.cli import server_url
-from tickflow.net.client import Event, ServerError, StateChanged, TradesReceived
+from tickflow.net.client import Event, StateChanged, TradesReceived
 from tickflow.tui import model as m
 from tickflow.tui.actions import OrderActions
 from tickflow.tui.backend import Backend, LiveBackend
@@ -29,7 +29,7 @@ from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import TickflowCommands
 from tickflow.tui.header import TopBar
 from tickflow.tui.help import HelpScreen
-from tickflow.tui.messages import BarsLoaded, DigitTyped, FeedChanged, OpenOrdersLoaded, PriceSelected, SymbolsLoaded
+from tickflow.tui.messages import BarsLoaded, FeedChanged, OpenOrdersLoaded, PriceSelected, SymbolsLoaded
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.palette import Palette
 from tickflow.tui.tape import TradeTape
@@ -51,8 +51,9 @@ class TickflowApp(OrderActions, App[None]):
         Binding("t", "goto('ticket')", "Ticket", id="ticket"),
         Binding("d", "goto('book')", "Book", id="book"),
         Binding("o", "goto('orders')", "Orders", id="orders"),
-        Binding("c,delete", "cancel_selected", "Cancel", id="cancel", tooltip="Cancel the chosen order"),
-        Binding("a", "amend_selected", "Amend", id="amend", tooltip="Amend the chosen order"),
+        # Shown (and acting) in My orders, where its bindings come first; from elsewhere they only point there.
+        Binding("c,delete", "cancel_selected", "Cancel", show=False),
+        Binding("a", "amend_selected", "Amend", show=False),
         Binding("C", "cancel_all", "Cancel all", show=False, id="cancel-all"),
         Binding("left_square_bracket", "cycle_symbol(-1)", "Prev sym", show=False),
         Binding("right_square_bracket", "cycle_symbol(1)", "Symbol", key_display="[ ]", id="symbol"),
@@ -79,7 +80,7 @@ class TickflowApp(OrderActions, App[None]):
         self._bars_wanted: set[str] = set()
 
     def compose(self) -> ComposeResult:
-        yield TopBar(self.market.symbol, self.market.account, id="top")
+        yield TopBar(self.market.symbol, self.market.account, id="top", countdown=self._live)
         with Container(id="main"):  # a grid laid out by app.tcss: this order fills it at every size
             yield BookView(id="book")
             yield PriceChart(id="chart", utc=self._utc, interval=self._chart_interval)
@@ -106,10 +107,9 @@ class TickflowApp(OrderActions, App[None]):
     def on_feed_event(self, event: Event) -> None:
         """Called for every feed event (in the session's task): fold it in, ask for one redraw."""
         self._dirty |= self.market.apply(event)
-        if self.market.notice:  # a gap, a resync or a refusal: worth a few seconds of the trader's eye
-            self.notify(self.market.notice, severity="error" if isinstance(event, ServerError) else "warning",
-                        timeout=8)
-            self.market.notice = None
+        for text, severity in self.market.notices:  # a fill, a gap, a refusal: worth the trader's eye
+            self.notify(text, severity=severity, timeout=8)
+        self.market.notices.clear()
         if isinstance(event, StateChanged) and event.state == "connected":
             self.load_open_orders()  # private updates missed while away
             self.load_symbols()  # a restarted server may list other symbols
@@ -283,24 +283,8 @@ class TickflowApp(OrderActions, App[None]):
         # fast or pasted puts 9990 in the price, not into the book.
         self.screen.set_focus(widget)
 
-    def on_digit_typed(self, message: DigitTyped) -> None:
-        price = self.query_one("#price", Input)
-        if price.disabled:  # a market order has no price
-            return
-        if self.focused is not price:
-            price.value = ""  # as focusing it would select it all: the digit starts a new price
-            self.screen.set_focus(price)
-        # In the price's own queue, so it follows the focus and comes before any key typed after it.
-        price.call_later(_type_into, price, message.digit)
-
     def on_price_selected(self, message: PriceSelected) -> None:
         self.query_one(OrderTicket).set_price(message.price)
-
-
-def _type_into(field: Input, text: str) -> None:
-    """As if typed: replaces what is selected (all of it, just after focusing), else goes in at the cursor."""
-    start, end = sorted(field.selection)
-    field.replace(text, start, end)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,8 @@ from textual.widget import Widget
 from tickflow.core.types import MAX_PRICE
 from tickflow.net.client import Level, LocalBook
 from tickflow.tui import format as fmt
-from tickflow.tui.messages import DigitTyped, PriceSelected
+from tickflow.tui.fields import pass_to_ticket
+from tickflow.tui.messages import PriceSelected
 from tickflow.tui.palette import BUY_ARROW, SELL_ARROW, Palette
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -75,6 +76,7 @@ class BookView(Widget, can_focus=True):
         self.symbol, self.book, self.stale, self.status = symbol, book, stale, status
         self.border_title = f"Order book · {symbol}"
         self.set_class(stale, "-stale")
+        self.cursor = self._nearest_level(self.cursor)  # a level that went keeps the cursor on one that is
         self.refresh()
 
     # ---- geometry
@@ -167,14 +169,36 @@ class BookView(Widget, can_focus=True):
 
     # ---- interaction
 
-    def action_move(self, step: int) -> None:
+    def _shown(self) -> tuple[int, int]:
+        """How many ask and bid levels are drawn."""
+        if self.book is None:
+            return 0, 0
         depth = self.depth
+        return len(self.book.asks(depth)), len(self.book.bids(depth))
+
+    def _nearest_level(self, offset: int) -> int:
+        """`offset` if a level is drawn there, else the nearest drawn level on its side, else the best
+        level of the other side (-1 when there is none at all)."""
+        asks, bids = self._shown()
+        if offset < 0 and asks:
+            return max(offset, -asks)
+        if offset > 0 and bids:
+            return min(offset, bids)
+        return -1 if asks or not bids else 1
+
+    def action_move(self, step: int) -> None:
+        asks, bids = self._shown()
         offset = self.cursor + step
         if offset == 0:
             offset += step
-        self.cursor = max(-depth, min(depth, offset))
+        if -asks <= offset <= bids:  # never onto a blank row: at the last level the cursor stays
+            self.cursor = offset
 
     def action_select(self) -> None:
+        if self.screen.focused is self:  # an enter typed fast behind `t` and queued here is not for the book
+            self._use_level()
+
+    def _use_level(self) -> None:
         found = self._level_at(self.cursor)
         if found is not None:
             level, side = found
@@ -184,9 +208,7 @@ class BookView(Widget, can_focus=True):
         self.refresh()
 
     def on_key(self, event: events.Key) -> None:
-        if event.character is not None and event.character.isdigit():
-            event.stop()
-            self.post_message(DigitTyped(event.character))
+        pass_to_ticket(self, event)
 
     def on_focus(self) -> None:
         self.refresh()
@@ -194,13 +216,16 @@ class BookView(Widget, can_focus=True):
     def on_blur(self) -> None:
         self.refresh()
 
+    def on_resize(self) -> None:
+        self.cursor = self._nearest_level(self.cursor)
+
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
         if offset is None:
             return
         depth = self.depth
         row = offset.y - 1  # the header line
-        if row < 0 or row == depth or row > 2 * depth:
+        if row < 0 or row == depth or row > 2 * depth or self._level_at(row - depth) is None:
             return
         self.cursor = row - depth
-        self.action_select()
+        self._use_level()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -53,16 +54,19 @@ def reason(error: str | None) -> str:
     return text if len(text) <= 32 else text[:31].rsplit(" ", 1)[0] + "…"
 
 
-def connection_text(conn: StateChanged, seq: int, gaps: int, *, compact: bool = False) -> Text:
+def connection_text(conn: StateChanged, seq: int, gaps: int, *, compact: bool = False,
+                    waited: float = 0.0) -> Text:
     """`● connected` in green, `⟳ reconnecting in 1.6 s (attempt 3): connection refused` in yellow,
-    `✕ disconnected` in red; `compact` says the same in fewer columns."""
+    `✕ disconnected` in red; `compact` says the same in fewer columns. `waited` seconds of the
+    reconnection's delay have passed."""
     why = reason(conn.error)
     if conn.state == "connected":
         text = Text("● connected", style="bold green")
     elif conn.state == "connecting":
         text = Text("◌ connecting…", style="bold yellow")
     elif conn.state == "reconnecting":
-        wait = f" in {conn.delay:.1f} s" if conn.delay else ""
+        left = conn.delay - waited
+        wait = f" in {left:.1f} s" if conn.delay and left >= 0.05 else ""
         words = f"⟳ retry {conn.attempt}{wait}" if compact else f"⟳ reconnecting{wait} (attempt {conn.attempt})"
         text = Text(words, style="bold yellow")
         if why:
@@ -80,11 +84,14 @@ def connection_text(conn: StateChanged, seq: int, gaps: int, *, compact: bool = 
 class TopBar(Horizontal):
     """Posts `Select.Changed` (id `symbol`) when the user picks another symbol."""
 
-    def __init__(self, symbol: str, account: str, *, id: str | None = None) -> None:
+    def __init__(self, symbol: str, account: str, *, id: str | None = None, countdown: bool = True) -> None:
         super().__init__(id=id)
         self._symbol = symbol
         self._account = account
         self._conn: tuple[StateChanged, int, int] = (StateChanged("connecting"), 0, 0)
+        self._countdown = countdown
+        """Count the reconnection's delay down (off for fixed screenshots, which have no clock)."""
+        self._since = time.monotonic()
 
     def compose(self) -> ComposeResult:
         yield Label("tickflow", id="brand")
@@ -109,11 +116,26 @@ class TopBar(Horizontal):
             with select.prevent(Select.Changed):
                 select.value = symbol
 
+    def on_mount(self) -> None:
+        if self._countdown:
+            self.set_interval(0.1, self._tick)
+
     def set_connection(self, conn: StateChanged, seq: int, gaps: int) -> None:
+        if conn is not self._conn[0]:
+            self._since = time.monotonic()
         self._conn = (conn, seq, gaps)
+        self._draw()
+
+    def _tick(self) -> None:
+        if self._conn[0].state == "reconnecting":
+            self._draw()
+
+    def _draw(self) -> None:
+        conn, seq, gaps = self._conn
+        waited = time.monotonic() - self._since if self._countdown else 0.0
         # One line of fixed size: no layout pass (which would redraw every panel) for a new seq.
-        self.query_one("#conn", Static).update(connection_text(conn, seq, gaps, compact=self.compact),
-                                               layout=False)
+        self.query_one("#conn", Static).update(
+            connection_text(conn, seq, gaps, compact=self.compact, waited=waited), layout=False)
 
     def on_resize(self) -> None:
         self.query_one("#brand").display = not self.compact

@@ -38,24 +38,16 @@ class OpenOrdersLoaded(Message):
 
 
 class OrderAnswered(Message):
-    """The answer to an order call made from the screen: the order, or an error text."""
+    """The answer to an order call made from the screen: the order, or an error text; `order_id` names
+    the order a cancel was for."""
 
-    def __init__(self, action: str, order: Order | None, error: str | None = None) -> None:
+    def __init__(self, action: str, order: Order | None, error: str | None = None,
+                 order_id: int | None = None) -> None:
         super().__init__()
         self.action = action
         self.order = order
         self.error = error
-
-
-class DigitTyped(Message):
-    """A digit typed where no field takes it (the book, my orders): it goes on into the ticket's price.
-
-    "t9990" typed fast or pasted reaches the book before `t` has moved the focus; this is how the
-    digits still end up in the price."""
-
-    def __init__(self, digit: str) -> None:
-        super().__init__()
-        self.digit = digit
+        self.order_id = order_id
 
 
 class PriceSelected(Message):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tickflow.net.client import (
     Bar,
@@ -19,16 +20,44 @@ from tickflow.net.client import (
     Order,
     OrderChanged,
     Resynced,
+    ServerChanged,
     ServerError,
     StateChanged,
     Trade,
     TradesReceived,
 )
+from tickflow.tui import format as fmt
 from tickflow.tui.candles import Candle, Candles, Cut
 
 TAPE_LENGTH = 300
 
 BOOK, TAPE, CHART, ORDERS, CONN = "book", "tape", "chart", "orders", "conn"
+
+Severity = Literal["information", "warning", "error"]
+
+
+def order_news(before: Order, after: Order) -> str | None:
+    """A line about what happened to one of my resting orders, when it was not this screen's doing:
+    `#123 sell ACME: filled 3 @ 100 (5/10)`, `#124 buy ACME: cancelled: self-trade prevented`."""
+    done = after.filled_qty - before.filled_qty
+    where = f"#{after.order_id} {after.side} {after.symbol}"
+    if done > 0:
+        fills = after.fills  # none when the state was read over HTTP (a fill while away)
+        price = f" @ {fmt.price(sum(f.price * f.qty for f in fills) / sum(f.qty for f in fills))}" if fills else ""
+        left = "all" if after.status == "filled" else f"{after.filled_qty}/{after.qty}"
+        news = f"{where}: filled {done}{price} ({left})"
+        if not after.is_open and after.status != "filled":
+            news += f", then {_closed(after)}"
+        return news
+    if not after.is_open:
+        return f"{where}: {_closed(after)}"
+    return None
+
+
+def _closed(order: Order) -> str:
+    reason = {"self_trade_prevented": "self-trade prevented", "cancelled_by_user": "by this account elsewhere"}
+    why = reason.get(order.reason or "", (order.reason or "").replace("_", " "))
+    return f"{order.status}: {why}" if why else order.status
 
 
 @dataclass
@@ -44,10 +73,15 @@ class Market:
     orders: dict[int, Order] = field(default_factory=dict)
     closed: dict[int, int] = field(default_factory=dict)
     """Seq of the last change of orders that are no longer open, so a late stale answer cannot revive them."""
+    unlisted: dict[int, Order] = field(default_factory=dict)
+    """Orders the server's open list left out, until their closing update says what became of them."""
+    asked: set[int] = field(default_factory=set)
+    """Orders this screen has a cancel or amend in flight for: their closing is no news."""
     conn: StateChanged = field(default_factory=lambda: StateChanged("connecting"))
     seq: int = 0
     gaps: int = 0
-    notice: str | None = None
+    notices: list[tuple[str, Severity]] = field(default_factory=list)
+    """Lines for the trader's eye (a fill, a gap, a refusal), taken by the app as they come."""
 
     def __post_init__(self) -> None:
         if self.symbol not in self.symbols:
@@ -97,22 +131,37 @@ class Market:
             return {TAPE, CHART} if event.symbol == self.symbol else set()
         if isinstance(event, OrderChanged):
             self.seq = max(self.seq, event.order.seq)
-            self.set_order(event.order)
+            self.set_order(event.order, news=True)
             return {ORDERS, CONN}
         if isinstance(event, StateChanged):
             self.conn = event
             return {CONN, BOOK}
         if isinstance(event, GapDetected):
             self.gaps += 1
-            self.notice = f"gap on {event.symbol}: held seq {event.held_seq}, update prevSeq {event.prev_seq}; re-subscribed"
+            self.notices.append((f"gap on {event.symbol}: held seq {event.held_seq}, update prevSeq "
+                                 f"{event.prev_seq}; re-subscribed", "warning"))
             return {CONN, BOOK}
         if isinstance(event, Resynced):
-            self.notice = f"resync: {event.reason}"
+            self.notices.append((f"resync: {event.reason}", "warning"))
             return {CONN}
         if isinstance(event, ServerError):
-            self.notice = f"server: {event.body.get('error', event.body)}"
+            self.notices.append((f"server: {event.body.get('error', event.body)}", "error"))
             return {CONN}
+        if isinstance(event, ServerChanged):
+            self.forget_server()
+            self.notices.append((f"another server at this address ({event.reason}): reloading", "warning"))
+            return {BOOK, TAPE, CHART, ORDERS, CONN}
         return set()
+
+    def forget_server(self) -> None:
+        """Another server answers at the address: its seqs, trade ids and order ids start again."""
+        self.books.clear()
+        self.trades.clear()
+        self.candles.clear()
+        self.orders.clear()
+        self.closed.clear()
+        self.unlisted.clear()
+        self.seq = 0
 
     def add_trades(self, symbol: str, trades: list[Trade]) -> None:
         self.tape(symbol).extend(trades)
@@ -122,22 +171,33 @@ class Market:
         """`GET /bars` over the trades with ids below `before`; the trades seen from `before` on are added."""
         self.candles.setdefault(symbol, Candles()).set_bars(bars, before)
 
-    def set_order(self, order: Order) -> None:
-        known = self.orders.get(order.order_id)
-        known_seq = known.seq if known is not None else self.closed.get(order.order_id, -1)
+    def set_order(self, order: Order, *, news: bool = False) -> None:
+        """A state of one of my orders: an answer to this screen's own call, or (`news`) what the server
+        says of it otherwise. For an order already resting, that is someone else's doing (a fill, a
+        self-trade cancel, a cancel from another screen of the account) and is told in `notices`."""
+        order_id = order.order_id
+        known = self.orders.get(order_id)
+        known_seq = known.seq if known is not None else self.closed.get(order_id, -1)
         if known_seq > order.seq:
             return  # an older answer arriving after a newer private update
+        before = known if known is not None else self.unlisted.get(order_id)
+        if news and before is not None and order.seq > before.seq:
+            line = order_news(before, order)
+            if line and not (order.reason == "cancelled_by_user" and order_id in self.asked):
+                self.notices.append((line, "information"))
         if order.is_open:
-            self.orders[order.order_id] = order
+            self.orders[order_id] = order
         else:
-            self.orders.pop(order.order_id, None)
-            self.closed[order.order_id] = order.seq
+            self.orders.pop(order_id, None)
+            self.unlisted.pop(order_id, None)
+            self.closed[order_id] = order.seq
 
     def set_open_orders(self, orders: list[Order]) -> None:
         """The server's list of my open orders: the truth after (re)connecting. A private update newer
-        than the list (by seq) still wins."""
+        than the list (by seq) still wins. An order missing from it is kept aside until the session's
+        catch-up says how it closed."""
         listed = {o.order_id for o in orders}
         for order_id in [i for i in self.orders if i not in listed]:
-            del self.orders[order_id]
+            self.unlisted[order_id] = self.orders.pop(order_id)
         for o in orders:
-            self.set_order(o)
+            self.set_order(o, news=True)

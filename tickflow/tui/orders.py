@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual import events
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from tickflow.net.client import Order
 from tickflow.tui import format as fmt
-from tickflow.tui.messages import DigitTyped
+from tickflow.tui.fields import pass_to_ticket
 from tickflow.tui.palette import Palette
 
 _BAR = 5
@@ -35,6 +36,10 @@ class MyOrders(DataTable):
     partly filled, and PO marks post-only."""
 
     COLUMNS = ("Order", "Side", "Price", "Filled", "PO", "Sym")
+    BINDINGS = [
+        Binding("c,delete", "app.cancel_selected", "Cancel", id="cancel", tooltip="Cancel the chosen order"),
+        Binding("a", "app.amend_selected", "Amend", id="amend", tooltip="Amend the chosen order"),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
@@ -42,9 +47,7 @@ class MyOrders(DataTable):
         self._bar = True
 
     def on_key(self, event: events.Key) -> None:
-        if event.character is not None and event.character.isdigit():
-            event.stop()
-            self.post_message(DigitTyped(event.character))
+        pass_to_ticket(self, event)
 
     def on_mount(self) -> None:
         self.border_title = "My orders"
@@ -69,6 +72,7 @@ class MyOrders(DataTable):
     def show(self, orders: list[Order]) -> None:
         palette: Palette = getattr(self.app, "palette", Palette())
         keep = self.selected.order_id if self.selected else None
+        keep_row = max(0, self.cursor_row)
         self.orders = orders
         self.border_title = f"My orders · {len(orders)} open"
         self.clear(columns=True)  # columns shrink back when wide rows go
@@ -87,5 +91,6 @@ class MyOrders(DataTable):
                 o.symbol,
                 key=str(o.order_id),
             )
-        row = next((i for i, o in enumerate(orders) if o.order_id == keep), 0)
+        # The chosen order, or when it is gone the row it was on (the next order), so `c` works down the list.
+        row = next((i for i, o in enumerate(orders) if o.order_id == keep), min(keep_row, len(orders) - 1))
         self.move_cursor(row=row, animate=False)

@@ -9,6 +9,7 @@ the symbol changes, and then the line says what the new order still needs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -42,24 +43,41 @@ class OrderRequest:
         return f"{self.side} {self.qty} {self.symbol} " + (f"@ {self.price}" if self.price is not None else "at market")
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def whole_number(text: str, what: str, highest: int, lowest: int = 1) -> int | str:
+    """`text` (stripped) as a number from `lowest` to `highest`, or why it is not one. Only digits count:
+    `2.5`, `1e3` or `1,000` is refused rather than read as some other number."""
+    if not _DIGITS.fullmatch(text):
+        shown = text if len(text) <= 12 else text[:11] + "…"
+        return f"{what} must be a whole number, digits only: not “{shown}”"
+    value = int(text)
+    if not lowest <= value <= highest:
+        return f"{what} must be a whole number from {lowest} to {highest:,}"
+    return value
+
+
 def check(symbol: str, side: str, type_: str, price_text: str, qty_text: str, tif: str,
           post_only: bool) -> OrderRequest | str:
     """The order the ticket describes, or a sentence saying what is wrong with it."""
     qty_text, price_text = qty_text.strip(), price_text.strip()
     if not qty_text:
         return "enter a quantity"
-    if not qty_text.isdigit() or not 1 <= int(qty_text) <= MAX_QTY:
-        return f"quantity must be a whole number from 1 to {MAX_QTY:,}"
+    qty = whole_number(qty_text, "quantity", MAX_QTY)
+    if isinstance(qty, str):
+        return qty
     price: int | None = None
     if type_ == "limit":
         if not price_text:
             return "a limit order needs a price (in ticks)"
-        if not price_text.isdigit() or not 1 <= int(price_text) <= MAX_PRICE:
-            return f"price must be a whole number of ticks from 1 to {MAX_PRICE:,}"
-        price = int(price_text)
+        checked = whole_number(price_text, "price (in ticks)", MAX_PRICE)
+        if isinstance(checked, str):
+            return checked
+        price = checked
     if post_only and (type_ != "limit" or tif != "gtc"):
         return "post-only needs a GTC limit order"
-    return OrderRequest(symbol, side, type_, price, int(qty_text), tif, post_only)
+    return OrderRequest(symbol, side, type_, price, qty, tif, post_only)
 
 
 def describe(order: Order) -> Text:
@@ -77,6 +95,11 @@ def describe(order: Order) -> Text:
     if order.reason:
         text.append(f" ({order.reason.replace('_', ' ')})", style="")
     return text
+
+
+LIMIT_TIFS = [("GTC", "gtc"), ("IOC", "ioc"), ("FOK", "fok")]
+MARKET_TIFS = LIMIT_TIFS[1:]
+"""A market order never rests: the server makes it IOC unless FOK is asked for."""
 
 
 class OrderTicket(Vertical):
@@ -98,6 +121,8 @@ class OrderTicket(Vertical):
         self._blink = blink
         self._result: Text | None = None
         """The answer to the last send, shown until the ticket is edited; None shows what the form needs."""
+        self._limit_tif = "gtc"
+        """The TIF chosen for limit orders, given back when the type goes from market to limit again."""
 
     def compose(self) -> ComposeResult:
         with Container(id="ticket-fields"):  # a grid (app.tcss): two columns, or one in the wide layout
@@ -111,13 +136,13 @@ class OrderTicket(Vertical):
                                    allow_blank=False, compact=True, id="type")
             with Horizontal(classes="field"):
                 yield Label("Price", classes="label")
-                yield TicketInput(placeholder="ticks", type="integer", compact=True, id="price")
+                yield TicketInput(placeholder="ticks", compact=True, id="price")
             with Horizontal(classes="field"):
                 yield Label("Qty", classes="label")
-                yield TicketInput(placeholder="quantity", type="integer", compact=True, id="qty")
+                yield TicketInput(placeholder="quantity", compact=True, id="qty")
             with Horizontal(classes="field"):
                 yield Label("TIF", classes="label")
-                yield TicketSelect([("GTC", "gtc"), ("IOC", "ioc"), ("FOK", "fok")], value="gtc",
+                yield TicketSelect(LIMIT_TIFS, value="gtc",
                                    allow_blank=False, compact=True, id="tif",
                                    tooltip="GTC good till cancel · IOC immediate or cancel · FOK fill or kill")
             with Horizontal(classes="field"):
@@ -164,7 +189,9 @@ class OrderTicket(Vertical):
         palette: Palette = getattr(self.app, "palette", Palette())
         order_type = self.query_one("#type", Select).value
         price = self.query_one("#price", Input)
-        price.disabled = order_type == "market"
+        if price.disabled != (order_type == "market"):
+            price.disabled = order_type == "market"
+            self._offer_tifs(market=price.disabled)
         button = self.query_one("#submit", Button)
         side = self.side
         arrow = BUY_ARROW if side == "buy" else SELL_ARROW
@@ -180,6 +207,18 @@ class OrderTicket(Vertical):
             return
         req = self.request()
         self.query_one("#result", Static).update(Text(f"  {req}", style="dim italic") if isinstance(req, str) else "")
+
+    def _offer_tifs(self, *, market: bool) -> None:
+        tif = self.query_one("#tif", Select)
+        held = str(tif.value)
+        with tif.prevent(Select.Changed):
+            if market:
+                self._limit_tif = held
+                tif.set_options(MARKET_TIFS)
+                tif.value = held if held != "gtc" else "ioc"
+            else:
+                tif.set_options(LIMIT_TIFS)
+                tif.value = self._limit_tif if held == "ioc" else held
 
     @on(Select.Changed)
     @on(Input.Changed)

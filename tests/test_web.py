@@ -94,7 +94,7 @@ def limit(symbol: str, side: str, price: int, qty: int, **extra: Any) -> dict[st
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     symbols = ("ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE,DBL,COMMA,BIG,SWEEP,OUT,FAT,ARROW,FOCUS,CXL,ANSWER,"
-               "CANDLE,FRESH,SWEPT")
+               "CANDLE,FRESH,SWEPT,LOST,KILL,NARROW,SWITCH,STALE,LATE,TALL")
     srv = Server(tmp_path_factory.mktemp("web") / "data", symbols).start()
     yield srv
     srv.stop()
@@ -312,6 +312,7 @@ def test_the_ticket_checks_input_before_sending_and_shows_the_servers_answer(pag
     page.click("#t-submit")
     expect(page.locator("#answer")).to_contain_text("sell 1 TICK at market")
     expect(page.locator("#answer")).to_contain_text("no liquidity")
+    expect(page.locator("#answer")).to_have_text(re.compile(r"^○ "))  # it did nothing: no tick
 
 
 def test_a_crossing_order_from_another_client_shows_on_the_tape_and_chart(pages: Pages, server: Server) -> None:
@@ -832,11 +833,11 @@ def test_a_new_submit_clears_the_last_answer(pages: Pages) -> None:
 
 def test_a_double_click_on_cancel_sends_one_cancel(pages: Pages, server: Server) -> None:
     page = pages.open("kim", "CXL")
-    place_from_ticket(page, "sell", 900, 2)
+    place_from_ticket(page, "sell", 900, 2500)
     expect(page.locator("#orders tr")).to_have_count(1)
     page.locator("#orders button.cancel").dblclick()
     expect(page.locator("#orders tr")).to_have_count(0)
-    expect(page.locator("#activity")).to_contain_text("Cancelled #")
+    expect(page.locator("#activity li").first).to_have_text(re.compile(r"^Cancelled #\d+: 2,500 CXL off the book$"))
     assert len(sent_ops(page, "cancel")) == 1
     expect(page.locator("#activity")).not_to_contain_text("refused")
 
@@ -887,6 +888,248 @@ def test_after_an_outage_the_tape_has_every_trade(pages: Pages, server: Server) 
     expect(page.locator("#tape tr.tape-hole")).to_have_count(0)
     errors = page.console_errors  # type: ignore[attr-defined]
     errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+
+
+class WsControl:
+    """The page's WebSockets through Playwright's route_web_socket, with switches a test flips: drop the
+    server's answers (`results`), the page's cancels (`cancels`), hold answers and order updates back
+    (`hold`, released by `release()`), or refuse connections (`down`). `cut()` drops every connection."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.drop_results = False
+        self.drop_cancels = False
+        self.hold = False
+        self.held: list[tuple[Any, str]] = []
+        self.routes: list[Any] = []
+
+    def __call__(self, ws: Any) -> None:
+        if self.down:
+            ws.close(reason="test outage")
+            return
+        server = ws.connect_to_server()
+
+        def to_server(message: str | bytes) -> None:
+            if self.drop_cancels and self._kind(message, "op") == "cancel":
+                return
+            server.send(message)
+
+        def to_page(message: str | bytes) -> None:
+            kind = self._kind(message, "type")
+            if self.drop_results and kind == "result":
+                return
+            if self.hold and kind in ("result", "order"):
+                self.held.append((ws, message))
+                return
+            ws.send(message)
+
+        ws.on_message(to_server)
+        server.on_message(to_page)
+        self.routes.append(ws)
+
+    @staticmethod
+    def _kind(message: str | bytes, key: str) -> Any:
+        try:
+            return json.loads(message).get(key)
+        except (ValueError, AttributeError):
+            return None
+
+    def cut(self) -> None:
+        for ws in self.routes:
+            ws.close(reason="test outage")
+        self.routes.clear()
+
+    def release(self) -> None:
+        self.hold = False
+        for ws, message in self.held:
+            ws.send(message)
+        self.held.clear()
+
+
+def activity(page: Page) -> list[str]:
+    return page.locator("#activity li").all_inner_texts()
+
+
+def test_a_cancel_whose_answer_was_lost_says_what_became_of_the_order(pages: Pages, server: Server) -> None:
+    """The cancel's answer is lost and the connection drops; the page sends the cancel again and gets 409
+    "not open any more" with the order as it is: cancelled (the first attempt worked) or filled first."""
+    ws = WsControl()
+    page = pages.open("nora", "LOST", ws_route=ws)
+    place_from_ticket(page, "sell", 900, 3)
+    expect(page.locator("#orders tr")).to_have_count(1)
+    (first,) = open_orders(server, "nora", "LOST")
+    ws.drop_results = True  # the cancel reaches the server; its answer never comes back
+    page.locator("#orders button.cancel").click()
+    deadline = time.monotonic() + 10
+    while call(server, "GET", f"/orders/{first['orderId']}", "nora")[1]["status"] != "cancelled":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    ws.drop_results = False
+    ws.cut()  # the page reconnects and sends the cancel again: 409, the order already cancelled
+    expect(page.locator("#activity li").first).to_have_text(
+        f"Cancelled #{first['orderId']}: 3 LOST off the book (confirmed after a reconnect; the first answer was lost)")
+    expect(page.locator("#activity li").first).to_have_class("ok")
+    expect(page.locator("#orders tr")).to_have_count(0)
+
+    # Now the cancel itself is lost and the order fills before it is sent again: too late, and it filled.
+    place_from_ticket(page, "sell", 901, 1200)
+    expect(page.locator("#orders tr")).to_have_count(1)
+    (second,) = open_orders(server, "nora", "LOST")
+    ws.drop_cancels = True
+    page.locator("#orders button.cancel").click()
+    expect(page.locator("#orders button.cancel")).to_have_text("Cancelling…")
+    call(server, "POST", "/orders", "bob", limit("LOST", "buy", 901, 1200))
+    expect(page.locator("#orders tr")).to_have_count(0)  # the fill's private update
+    ws.drop_cancels = False
+    ws.cut()
+    expect(page.locator("#activity li").first).to_have_text(
+        f"Cancel #{second['orderId']} too late: sell 1,200 LOST @ 901 had already filled (1,200 of 1,200)")
+    assert not any("refused" in line for line in activity(page)), activity(page)
+    errors = page.console_errors  # type: ignore[attr-defined]
+    errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+
+
+def test_a_market_fill_or_kill_larger_than_the_book_is_said_to_fill_nothing(pages: Pages, server: Server) -> None:
+    calls(server, [("POST", "/orders", "mm", limit("KILL", "sell", 200, 10)),
+                   ("POST", "/orders", "mm", limit("KILL", "sell", 201, 20))])
+    page = pages.open("gil", "KILL")
+    expect(size(page, "sell", 201)).to_have_text("20")
+    page.select_option("#t-type", "market")
+    page.select_option("#t-tif", "fok")
+    page.fill("#t-qty", "1030")
+    page.click("#t-submit")
+    confirm = page.locator("#t-confirm")
+    expect(confirm).to_contain_text("Market buy 1,030 KILL fill or kill would not fill at all: the whole ask side "
+                                    "holds 30 (2 asks, as far as 201), less than 1,030, so the order would be "
+                                    "cancelled with nothing traded.")
+    expect(confirm).not_to_contain_text("sweep")
+    expect(page.locator("#t-confirm-send")).to_have_text("Send buy 1,030 at market FOK anyway")
+    page.click("#t-confirm-send")
+    # Nothing happened: a neutral mark, not a tick.
+    expect(page.locator("#answer")).to_have_text(re.compile(r"^○ #\d+ buy 1,030 KILL at market, cancelled, fok not filled$"))
+    expect(size(page, "sell", 201)).to_have_text("20")
+    # A FOK the book can fill goes at one click.
+    page.fill("#t-qty", "30")
+    page.click("#t-submit")
+    expect(page.locator("#answer")).to_contain_text("buy 30 KILL at market: filled 10 @ 200, 20 @ 201, filled")
+    expect(page.locator("#answer")).to_have_text(re.compile(r"^✓ "))
+    expect(confirm).to_be_hidden()
+
+
+def test_on_a_phone_the_market_confirmation_counts_the_levels_shown(pages: Pages, server: Server) -> None:
+    calls(server, [("POST", "/orders", "mm", limit("NARROW", "sell", 300 + i, 1)) for i in range(10)])
+    page = pages.open("hana", "NARROW", width=390, height=844)
+    expect(size(page, "sell", 309)).to_have_text("1")
+    assert page.locator("#asks tr[data-price]:visible").count() == 8
+    page.select_option("#t-type", "market")
+    page.fill("#t-qty", "9")
+    page.click("#t-submit")
+    expect(page.locator("#t-confirm")).to_contain_text(
+        "Market buy 9 NARROW goes past the 8 asks shown (8, to 307) and would trade as far as 308.")
+    # The same order on a wide screen, where all 10 levels show, goes at one click.
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.fill("#t-qty", "2")
+    page.click("#t-submit")
+    expect(page.locator("#answer")).to_contain_text("buy 2 NARROW at market: filled 1 @ 300, 1 @ 301, filled")
+
+
+def test_a_new_account_starts_with_an_empty_activity(pages: Pages, server: Server) -> None:
+    call(server, "POST", "/orders", "mm", limit("SWITCH", "sell", 700, 50))
+    page = pages.open("leo", "SWITCH")
+    page.select_option("#t-type", "market")
+    page.fill("#t-qty", "5")
+    page.click("#t-submit")
+    expect(page.locator("#activity")).to_contain_text("buy 5 SWITCH at market: filled 5 @ 700")
+    page.fill("#account", "mia")
+    page.press("#account", "Enter")
+    expect(page.locator("#conn-text")).to_have_text("Live as mia")
+    expect(page.locator("#activity li")).to_have_count(0)
+    expect(page.locator("#answer")).to_have_text("")
+
+
+def test_my_orders_are_marked_stale_offline_and_what_changed_meanwhile_is_said(
+        pages: Pages, server: Server, artifacts: Path) -> None:
+    ws = WsControl()
+    page = pages.open("ivy", "STALE", ws_route=ws)
+    results = [call(server, "POST", "/orders", "ivy", o)[1] for o in (
+        limit("STALE", "buy", 500, 200), limit("STALE", "buy", 499, 10), limit("STALE", "sell", 600, 5))]
+    big, small, sell = (r["orderId"] for r in results)
+    expect(page.locator("#orders tr")).to_have_count(3)
+    expect(page.locator("#orders-stale")).to_be_hidden()
+    ws.down = True
+    ws.cut()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+    # Marked like the other panels: dimmed, OFFLINE by the title, and a line saying what that means.
+    marker = page.locator("#orders-title").evaluate("e => getComputedStyle(e, '::after').content")
+    assert marker == '"offline"'
+    row = page.locator(f"#orders tr[data-order-id='{big}']")
+    assert float(row.locator("td.filled").evaluate("e => getComputedStyle(e).opacity")) < 1
+    expect(page.locator("#orders-stale")).to_be_visible()
+    expect(page.locator("#orders-stale")).to_contain_text("may be out of date")
+    # A cancel that cannot reach the server was not sent; nothing was refused.
+    page.route(re.compile(r"/orders/\d+$"), lambda route: route.abort())
+    row.locator("button.cancel").click()
+    expect(page.locator("#activity li").first).to_have_text(
+        f"Cancel #{big} not sent: the server cannot be reached. Try again once Live.")
+    expect(row.locator("button.cancel")).to_be_enabled()
+    page.unroute(re.compile(r"/orders/\d+$"))
+    page.screenshot(path=str(artifacts / "screenshot-orders-offline.png"))
+
+    # Meanwhile on the server: half the big order fills, the small one is cancelled elsewhere, the sell fills.
+    call(server, "POST", "/orders", "bob", limit("STALE", "sell", 500, 100))
+    call(server, "DELETE", f"/orders/{small}", "ivy")
+    call(server, "POST", "/orders", "bob", limit("STALE", "buy", 600, 5))
+    ws.down = False
+    expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
+    expect(row.locator("td.filled")).to_have_text("100 / 200")
+    expect(page.locator("#orders tr")).to_have_count(1)
+    expect(page.locator("#orders-stale")).to_be_hidden()
+    expect(page.locator("#activity")).to_contain_text(
+        f"While offline: #{big} buy 200 STALE @ 500 filled 100 more (100 of 200 now)")
+    expect(page.locator("#activity")).to_contain_text(
+        f"While offline: #{small} buy 10 STALE @ 499 was cancelled (by you, elsewhere)")
+    expect(page.locator("#activity")).to_contain_text(f"While offline: #{sell} sell 5 STALE @ 600 filled (5 of 5)")
+    page.screenshot(path=str(artifacts / "screenshot-orders-back.png"))
+    # Said once: the fills' own updates, if any arrive late, are not news.
+    page.wait_for_timeout(300)
+    assert sum("While offline" in line for line in activity(page)) == 3, activity(page)
+    errors = page.console_errors  # type: ignore[attr-defined]
+    errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+
+
+def test_a_late_answer_replaces_the_no_answer_line(pages: Pages, server: Server) -> None:
+    """A frozen server: no answer within the page's wait (20 s, shortened here), then the answer comes."""
+    ws = WsControl()
+    page = pages.open("otto", "LATE", ws_route=ws)
+    page.evaluate("window.tickflow.conn.requestTimeoutMs = 600")
+    ws.hold = True
+    place_from_ticket(page, "buy", 77, 4)
+    expect(page.locator("#answer")).to_have_text(
+        "… no answer from the server yet: check My open orders; a late answer will show here")
+    expect(page.locator("#answer")).not_to_have_class(re.compile(r"\bbad\b"))
+    ws.release()
+    expect(page.locator("#answer")).to_have_text(re.compile(r"^✓ Answered late: #\d+ buy 4 LATE @ 77, open$"))
+    expect(page.locator("#activity")).to_contain_text("Answered late: #")
+    expect(page.locator("#orders tr")).to_have_count(1)
+    # A cancel answered late is said too.
+    ws.hold = True
+    page.locator("#orders button.cancel").click()
+    expect(page.locator("#activity li").first).to_contain_text("no answer from the server yet")
+    ws.release()
+    expect(page.locator("#activity li").first).to_have_text(
+        re.compile(r"^Cancelled #\d+: 4 LATE off the book \(the answer came late\)$"))
+    expect(page.locator("#orders tr")).to_have_count(0)
+
+
+def test_at_tablet_width_the_tape_scrolls_inside_its_panel(pages: Pages, server: Server) -> None:
+    call(server, "POST", "/orders", "mm", limit("TALL", "sell", 100, 1000))
+    calls(server, [("POST", "/orders", "taker", {"symbol": "TALL", "side": "buy", "type": "market", "qty": 1})] * 65)
+    page = pages.open("tia", "TALL", width=768, height=1024)
+    expect(page.locator("#tape tr")).to_have_count(50)  # a snapshot carries 50
+    panel, scroll = page.evaluate("""() => [document.querySelector('.tape-panel').getBoundingClientRect().height,
+        (s => s.scrollHeight > s.clientHeight)(document.querySelector('.tape-panel .scroll'))]""")
+    assert panel <= 440 and scroll, panel
+    assert page.evaluate("document.documentElement.scrollHeight") < 1700
 
 
 # ------------------------------------------------------------------ tokens and reconnects
@@ -940,6 +1183,7 @@ def test_a_refused_token_sends_nothing_and_a_good_one_clears_the_ticket(pages: P
     expect(page.locator("#conn-text")).to_have_text("Live as alice")
     expect(page.locator("#t-form-err")).to_have_text("")
     expect(page.locator("#answer")).to_have_text("")
+    expect(page.locator("#activity")).not_to_contain_text("refused")  # the refusal was the other token's
     page.click("#t-submit")
     expect(page.locator("#answer")).to_contain_text("buy 1 ACME @ 43, open")
 

@@ -1,9 +1,11 @@
 // The page's one WebSocket to the server: authentication, subscriptions, order entry, reconnects.
 //
 // Events (CustomEvent, the message in `detail`): "state" ({state, text}), "auth", "snapshot", "update",
-// "resync", "order", "servererror". After every (re)connect the connection authenticates, subscribes to
-// every symbol it holds, and sends again each request that has had no answer: orders carry a
-// clientOrderId, so a resent order is answered with the original result rather than placed twice.
+// "resync", "order", "servererror", and "late" ({request, status, body}: the answer to a call that had
+// already been given up on after REQUEST_TIMEOUT_MS). After every (re)connect the connection
+// authenticates, subscribes to every symbol it holds, and sends again each request that has had no answer:
+// orders carry a clientOrderId, so a resent order is answered with the original result rather than placed
+// twice.
 
 const BACKOFF_MS = [250, 500, 1000, 2000, 4000];
 const BACKOFF_CAP_MS = 5000;
@@ -22,7 +24,8 @@ export class Connection extends EventTarget {
     this.state = "connecting";
     this.attempt = 0;
     this.nextId = 1;
-    this.pending = new Map(); // id -> {msg, resolve, timer}
+    this.pending = new Map(); // id -> {msg, resolve, timer, sends, timedOut}
+    this.requestTimeoutMs = REQUEST_TIMEOUT_MS;
     this.retryTimer = null;
     this.countdown = null;
     this.lastHeard = 0;
@@ -76,7 +79,11 @@ export class Connection extends EventTarget {
       this.lastHeard = Date.now();
       if (this.token) this.send({ op: "auth", token: this.token });
       if (this.symbols.size) this.send({ op: "subscribe", symbols: [...this.symbols] });
-      for (const [, req] of this.pending) this.send(req.msg);
+      for (const [id, req] of this.pending) {
+        // A call given up on is not sent again (the user was told to check); its answer cannot come now.
+        if (req.timedOut) this.pending.delete(id);
+        else if (this.send(req.msg)) req.sends += 1;
+      }
       this.setState("open", "Live");
     };
     ws.onmessage = (ev) => this.receive(ev.data);
@@ -154,19 +161,35 @@ export class Connection extends EventTarget {
 
   /**
    * Send an order-entry call ({op: "order" | "cancel" | "amend", ...}) and resolve with the server's
-   * {status, body}. Sent now if connected, else on the next connect; resent after a reconnect until answered.
+   * {status, body, resent} (`resent`: it went out on more than one connection, so an earlier attempt may
+   * have done the work and its answer been lost). Sent now if connected, else on the next connect; resent
+   * after a reconnect until answered. Unanswered after `requestTimeoutMs` it resolves with status 0 and
+   * `late: true`; an answer that still comes on the same connection is then a "late" event.
    */
   request(msg) {
     const id = this.nextId++;
     const full = { ...msg, id };
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        resolve({ status: 0, body: { error: "no answer from the server yet: check My open orders" } });
-      }, REQUEST_TIMEOUT_MS);
-      this.pending.set(id, { msg: full, resolve, timer });
-      this.send(full);
+      const req = { msg: full, resolve, timer: null, sends: 0, timedOut: false };
+      req.timer = setTimeout(() => {
+        req.timedOut = true;
+        resolve({ status: 0, body: { error: "no answer from the server yet: check My open orders", late: true } });
+      }, this.requestTimeoutMs);
+      this.pending.set(id, req);
+      if (this.send(full)) req.sends += 1;
     });
+  }
+
+  /** Hand an answer to whoever asked: the waiting call, or a "late" event when it was given up on. */
+  answer(id, status, body) {
+    const req = this.pending.get(id);
+    this.pending.delete(id);
+    clearTimeout(req.timer);
+    if (req.timedOut) {
+      this.dispatchEvent(new CustomEvent("late", { detail: { request: req.msg, status, body } }));
+    } else {
+      req.resolve({ status, body, resent: req.sends > 1 });
+    }
   }
 
   receive(data) {
@@ -180,22 +203,14 @@ export class Connection extends EventTarget {
       return;
     }
     switch (msg.type) {
-      case "result": {
-        const req = this.pending.get(msg.id);
-        if (!req) return;
-        this.pending.delete(msg.id);
-        clearTimeout(req.timer);
-        req.resolve({ status: msg.status, body: msg.body });
+      case "result":
+        if (this.pending.has(msg.id)) this.answer(msg.id, msg.status, msg.body);
         return;
-      }
       case "pong":
         return;
       case "error":
         if (msg.id !== undefined && this.pending.has(msg.id)) {
-          const req = this.pending.get(msg.id);
-          this.pending.delete(msg.id);
-          clearTimeout(req.timer);
-          req.resolve({ status: msg.status || 400, body: msg });
+          this.answer(msg.id, msg.status || 400, msg);
           return;
         }
         this.dispatchEvent(new CustomEvent("servererror", { detail: msg }));

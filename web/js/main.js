@@ -7,7 +7,7 @@ import { BookState, BookView } from "./book.js";
 import { PriceChart } from "./chart.js";
 import { ColumnChars } from "./columns.js";
 import { Connection } from "./connection.js";
-import { describeResult, el, fmtPrice, fmtQty } from "./format.js";
+import { describeOrder, describeResult, el, fmtPrice, fmtQty, fmtReason } from "./format.js";
 import { frameStats, invalidate, onFrame } from "./frame.js";
 import { http } from "./http.js";
 import { MyOrders } from "./orders.js";
@@ -30,6 +30,8 @@ const page = {
   book: new BookState(""),
   interval: prefs.load("interval", "1m"),
   ordersLoading: null, // updates that arrived while GET /orders was in flight
+  ordersOf: null, // the account whose open orders the list holds (a reload for the same one is compared)
+  known: new Map(), // orderId -> the highest seq a reload showed: an update as old is not news
   session: Math.random().toString(36).slice(2, 8),
   sent: 0,
   lastOrder: null, // {key, clientOrderId, answeredAt, unconfirmed}: the last order sent, for repeats
@@ -98,6 +100,12 @@ function renderQuote() {
   document.title = down ? `Offline · ${title}` : title;
 }
 
+/** The levels of each side the book shows (fewer on a phone: the stylesheet's --book-rows). */
+function shownDepth() {
+  const n = parseInt(getComputedStyle(document.documentElement).getPropertyValue("--book-rows"), 10);
+  return n > 0 && n < DEPTH ? n : DEPTH;
+}
+
 function say(text, kind = "") {
   const list = $("activity");
   const item = el("li", kind, text);
@@ -127,7 +135,8 @@ conn.addEventListener("auth", (ev) => {
   // The token is never shown: only the account the server names (in demo mode the same text).
   page.refused = false;
   $("conn-text").textContent = `Live as ${ev.detail.account}`;
-  loadOrders();
+  // Again for the same account: after an outage. What changed meanwhile is then said under Activity.
+  loadOrders(page.ordersOf === page.account);
 });
 
 function showRefused(why) {
@@ -180,10 +189,12 @@ conn.addEventListener("resync", () => {
 conn.addEventListener("order", (ev) => {
   const order = ev.detail.order;
   if (page.ordersLoading) page.ordersLoading.push(order);
+  const old = page.known.get(order.orderId) >= order.seq; // a reload already showed (and said) this
   if (orders.upsert(order)) {
     invalidate("orders");
     invalidate("book");
   }
+  if (old) return;
   if (order.fills && order.fills.length) say(describeResult(order), order.side);
   else if (order.status === "cancelled" && order.reason !== "cancelled_by_user") say(describeResult(order), "warn");
 });
@@ -285,7 +296,11 @@ async function fillTape(symbol, after, snapshotTrades) {
   invalidate("tape");
 }
 
-async function loadOrders() {
+/**
+ * Read my open orders. `compare`: after a reconnect, say under Activity what happened to them while the
+ * page was offline (fills, and orders that are no longer open, read one by one), from the list held.
+ */
+async function loadOrders(compare = false) {
   if (!page.account) return;
   const account = page.account;
   const arrived = [];
@@ -299,10 +314,72 @@ async function loadOrders() {
     if (page.ordersLoading === arrived) page.ordersLoading = null;
   }
   if (account !== page.account || res.status !== 200 || !res.body) return;
-  orders.reset(res.body.orders || []);
+  const held = orders.orders;
+  const list = res.body.orders || [];
+  orders.reset(list);
   for (const o of arrived) orders.upsert(o);
+  for (const o of list) page.known.set(o.orderId, o.seq);
+  page.ordersOf = account;
   invalidate("orders");
   invalidate("book");
+  foundUnconfirmed(list);
+  if (compare) await sayMissed(held, account);
+}
+
+const MISSED_READS = 20; // orders gone while offline read one by one; past that, only counted
+
+/** What happened to the orders held before an outage, from the list read after it. */
+async function sayMissed(held, account) {
+  const gone = [];
+  for (const [id, before] of held) {
+    const now = orders.orders.get(id);
+    if (!now) {
+      if (!orders.busy.has(id)) gone.push(before); // a cancel in flight says for itself what happened
+    } else if (now.filledQty > before.filledQty) {
+      say(`While offline: #${id} ${describeOrder(now)} filled ${fmtQty(now.filledQty - before.filledQty)} more ` +
+        `(${fmtQty(now.filledQty)} of ${fmtQty(now.qty)} now)`, now.side);
+    }
+  }
+  const read = gone.slice(0, MISSED_READS);
+  const states = await Promise.all(read.map((o) => http("GET", `/orders/${o.orderId}`, { token: account })
+    .then((r) => (r.status === 200 && r.body ? r.body : null), () => null)));
+  if (account !== page.account) return;
+  read.forEach((before, i) => {
+    const now = states[i];
+    const what = `While offline: #${before.orderId} ${describeOrder(before)}`;
+    if (now === null) {
+      say(`${what} is no longer open (what became of it could not be read)`, "warn");
+      return;
+    }
+    page.known.set(now.orderId, Math.max(now.seq, page.known.get(now.orderId) ?? 0));
+    if (now.status === "new" || now.status === "partially_filled") {
+      if (orders.upsert(now)) invalidate("orders"); // placed or changed as the list was read: still open
+      return;
+    }
+    const more = now.filledQty - before.filledQty;
+    if (now.status === "filled") {
+      say(`${what} filled${before.filledQty ? ` the other ${fmtQty(more)}` : ""} (${fmtQty(now.filledQty)} of ` +
+        `${fmtQty(now.qty)})`, now.side);
+      return;
+    }
+    const why = now.reason === "cancelled_by_user" ? "by you, elsewhere" : fmtReason(now.reason) || now.status;
+    const filled = more > 0 ? `, after ${fmtQty(more)} more filled (${fmtQty(now.filledQty)} of ${fmtQty(now.qty)})` : "";
+    say(`${what} was ${now.status === "cancelled" ? "cancelled" : now.status} (${why})${filled}`, "warn");
+  });
+  if (gone.length > read.length) {
+    say(`While offline: ${fmtQty(gone.length - read.length)} more of your orders closed (filled or cancelled)`, "warn");
+  }
+}
+
+/** An order whose answer never came (given up on, then the connection lost) found open after all. */
+function foundUnconfirmed(list) {
+  const last = page.lastOrder;
+  if (!last || !last.unconfirmed) return;
+  const o = list.find((x) => x.clientOrderId === last.clientOrderId);
+  if (!o) return;
+  last.unconfirmed = false;
+  ticket.showAnswer(`✓ Placed after all (its answer was lost; found in My open orders): ${describeResult(o)}`, "ok");
+  say(`Placed after all: ${describeResult(o)}`, "ok");
 }
 
 function reloadChart() {
@@ -350,15 +427,26 @@ function checkOrder(order) {
     return { refuse: "The server refused your token, so nothing was sent: enter a valid one in the field at the top." };
   }
   if (order.type !== "market") return null;
-  const what = `Market ${order.side} ${fmtQty(order.qty)} ${order.symbol}`;
-  const action = `Send ${order.side} ${fmtQty(order.qty)} at market`;
+  const fok = order.tif === "fok";
+  const what = `Market ${order.side} ${fmtQty(order.qty)} ${order.symbol}${fok ? " fill or kill" : ""}`;
+  const action = `Send ${order.side} ${fmtQty(order.qty)} at market${fok ? " FOK" : ""}`;
   if (page.book.seq === null) {
     return { confirm: `${what}: the book is not live, so what it would take cannot be checked.`, action };
   }
-  const { shown, all, reach } = page.book.sweep(order.side, order.qty, DEPTH);
-  if (all.levels === 0 || order.qty <= shown.qty) return null; // an empty side fills nothing: the server says so
+  const { shown, all, reach } = page.book.sweep(order.side, order.qty, shownDepth());
+  if (all.levels === 0) return null; // an empty side fills nothing: the server says so
   const side = order.side === "buy" ? "ask" : "bid";
   const levels = (n) => `${n} ${side}${n === 1 ? "" : "s"}`;
+  if (fok && reach === null) {
+    // Fill or kill: all of it or nothing. Larger than the whole side, it trades nothing at all.
+    return {
+      confirm: `${what} would not fill at all: the whole ${side} side holds ${fmtQty(all.qty)} ` +
+        `(${levels(all.levels)}, as far as ${fmtPrice(all.last)}), less than ${fmtQty(order.qty)}, ` +
+        "so the order would be cancelled with nothing traded.",
+      action: `${action} anyway`,
+    };
+  }
+  if (order.qty <= shown.qty) return null;
   const confirm = reach === null
     ? `${what} would sweep the whole ${side} side: ${levels(all.levels)}, ${fmtQty(all.qty)} in all, ` +
       `as far as ${fmtPrice(all.last)}; the other ${fmtQty(order.qty - all.qty)} would be cancelled.`
@@ -392,16 +480,13 @@ async function placeOrder(order) {
   if (account !== page.account) return res; // the answer of another account's order
   page.lastOrder = { key, clientOrderId, answeredAt: performance.now(), unconfirmed: res.status === 0 };
   if (res.status === 200) {
-    const o = res.body;
-    if (orders.upsert(o)) {
-      invalidate("orders");
-      invalidate("book");
-    }
-    const kind = o.status === "rejected" ? "bad" : o.status === "cancelled" ? "warn" : "ok";
     const again = repeat && !last.unconfirmed
       ? `Not placed again (the same order within ${REPEAT_MS / 1000} s): `
       : "";
-    ticket.showAnswer(`${kind === "bad" ? "✗" : "✓"} ${again}${describeResult(o)}`, kind);
+    showOrder(res.body, again);
+  } else if (res.status === 0 && res.body && res.body.late) {
+    // Not a refusal: the server may still answer, and then the answer replaces this line.
+    ticket.showAnswer(`… ${res.body.error}; a late answer will show here`, "warn");
   } else {
     if (res.status === 401) {
       showRefused("unknown token");
@@ -413,17 +498,91 @@ async function placeOrder(order) {
   return res;
 }
 
+/**
+ * The ticket's answer for an order result: ✓ when it was placed or traded, ✗ when rejected, and a
+ * neutral ○ when it was cancelled having done nothing (no liquidity, a FOK that could not fill).
+ */
+function showOrder(o, prefix = "") {
+  if (orders.upsert(o)) {
+    invalidate("orders");
+    invalidate("book");
+  }
+  const kind = o.status === "rejected" ? "bad" : o.status === "cancelled" ? "warn" : "ok";
+  const mark = kind === "bad" ? "✗" : o.status === "cancelled" && o.filledQty === 0 ? "○" : "✓";
+  ticket.showAnswer(`${mark} ${prefix}${describeResult(o)}`, kind);
+}
+
+// An answer that came after the page had given up waiting (a frozen server): it replaces the ticket's
+// "no answer yet" line, or is said under Activity.
+conn.addEventListener("late", (ev) => {
+  const { request, status, body } = ev.detail;
+  if (request.op === "cancel") {
+    cancelAnswered(request.orderId, { status, body }, " (the answer came late)");
+    return;
+  }
+  if (request.op !== "order") return;
+  const last = page.lastOrder;
+  const current = last !== null && last.clientOrderId === request.clientOrderId && last.unconfirmed;
+  if (current) {
+    last.unconfirmed = false;
+    last.answeredAt = performance.now();
+  }
+  if (status === 200) {
+    if (current) showOrder(body, "Answered late: ");
+    else if (orders.upsert(body)) invalidate("orders");
+    say(`Answered late: ${describeResult(body)}`, body.status === "rejected" ? "bad" : "ok");
+  } else {
+    const why = body && body.error ? body.error : "refused";
+    if (current) ticket.showAnswer(`✗ Answered late: ${why} (${status})`, "bad");
+    say(`Order ${request.clientOrderId} answered late: ${why} (${status})`, "bad");
+  }
+  invalidate("book");
+});
+
 async function cancelOrder(o) {
   if (orders.busy.has(o.orderId)) return; // one cancel at a time per order
   orders.busy.add(o.orderId);
   invalidate("orders");
+  const account = page.account;
   const res = await call("cancel", "DELETE", `/orders/${o.orderId}`, { orderId: o.orderId });
   orders.busy.delete(o.orderId);
+  if (account !== page.account) return; // another account's cancel: its answer is not news here
+  cancelAnswered(o.orderId, res);
+}
+
+/**
+ * Say what a cancel did. A 409 carries the order as it is now, so a cancel that finds its order closed
+ * says how: cancelled (a resend after a reconnect whose first attempt had done it, or a cancel from
+ * elsewhere), filled first, or cancelled by the exchange. Nothing sent is "not sent", never "refused".
+ */
+function cancelAnswered(orderId, res, note = "") {
+  const body = res.body || {};
+  const id = `#${orderId}`;
+  const now = res.status === 200 ? body : res.status === 409 && body.order ? body.order : null;
+  if (now) {
+    orders.upsert(now);
+    page.known.set(orderId, Math.max(now.seq, page.known.get(orderId) ?? 0));
+  }
+  const filled = (o) => (o.filledQty ? ` (${fmtQty(o.filledQty)} of ${fmtQty(o.qty)} had filled)` : "");
+  const off = (o) => `${fmtQty(o.remainingQty)} ${o.symbol} off the book${filled(o)}`;
   if (res.status === 200) {
-    orders.upsert(res.body);
-    say(`Cancelled #${o.orderId}: ${res.body.remainingQty} ${o.symbol} off the book`, "ok");
+    say(`Cancelled ${id}: ${off(now)}${note}`, "ok");
+  } else if (now && now.status === "cancelled" && now.reason === "cancelled_by_user") {
+    say(res.resent
+      ? `Cancelled ${id}: ${off(now)} (confirmed after a reconnect; the first answer was lost)${note}`
+      : `${id} was already cancelled: ${off(now)}${note}`, "ok");
+  } else if (now && now.status === "filled") {
+    say(`Cancel ${id} too late: ${describeOrder(now)} had already filled (${fmtQty(now.filledQty)} of ` +
+      `${fmtQty(now.qty)})${note}`, now.side);
+  } else if (now) {
+    say(`Cancel ${id} too late: it was already ${now.status} (${fmtReason(now.reason) || "closed"})` +
+      `${filled(now)}${note}`, "warn");
+  } else if (res.status === 0 && body.late) {
+    say(`Cancel ${id}: no answer from the server yet; check My open orders (a late answer is said here)`, "warn");
+  } else if (res.status === 0) {
+    say(`Cancel ${id} not sent: the server cannot be reached. Try again once Live.`, "bad");
   } else {
-    say(`Cancel #${o.orderId} refused: ${res.body && res.body.error ? res.body.error : res.status}`, "bad");
+    say(`Cancel ${id} refused: ${body.error || res.status}${note}`, "bad");
     if (res.status === 409 || res.status === 404) loadOrders();
   }
   invalidate("orders");
@@ -437,10 +596,13 @@ function useAccount(token) {
   page.account = token;
   page.refused = false;
   page.lastOrder = null;
+  page.ordersOf = null;
+  page.known.clear();
   prefs.save("account", token);
   $("account").value = token;
   orders.reset([]);
   ticket.clear(); // errors and answers were the other account's
+  $("activity").replaceChildren(); // and so were its fills, cancels and refusals
   invalidate("orders");
   invalidate("book");
   conn.start(token);

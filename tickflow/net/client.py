@@ -1137,8 +1137,10 @@ class Session:
 
     async def _other_server(self) -> str | None:
         """Why the server now at the address is not the one followed so far, or None when it is (or it
-        cannot be told). The server names no identity, so its log is the witness: a restart of the same
-        server (kill -9 included) is at or past every seq and holds every trade already seen."""
+        cannot tell: it answers with an error). The server names no identity, so its log is the witness:
+        a restart of the same server (kill -9 included) is at or past every seq and holds every trade
+        already seen. A server that cannot be reached fails this attempt to connect: were the check
+        skipped (a keep-alive connection to the server that died, say) another server would pass."""
         try:
             health = await asyncio.wait_for(self.http.health(), self._connect_timeout)
             if health.seq < self.last_seq:
@@ -1149,8 +1151,8 @@ class Session:
                                               self._request_timeout)
                 if not page or _trade_key(page[0]) != _trade_key(seen):
                     return f"it does not hold the {seen.symbol} trade #{seen.trade_id} seen"
-        except (TickflowError, asyncio.TimeoutError):
-            pass  # not answering (the connection attempt says why) or not telling: taken as the same server
+        except ApiError:
+            pass  # it answered, but not what tells (a failed log's 503): taken as the same server
         return None
 
     def _forget_server(self, reason: str) -> None:

@@ -1137,7 +1137,7 @@ class Session:
 
     async def _other_server(self) -> str | None:
         """Why the server now at the address is not the one followed so far, or None when it is (or it
-        cannot tell: it answers with an error). The server names no identity, so its log is the witness:
+        cannot tell: it answers with an error, or not as tickflow would). The server names no identity, so its log is the witness:
         a restart of the same server (kill -9 included) is at or past every seq and holds every trade
         already seen. A server that cannot be reached fails this attempt to connect: were the check
         skipped (a keep-alive connection to the server that died, say) another server would pass."""
@@ -1151,8 +1151,8 @@ class Session:
                                               self._request_timeout)
                 if not page or _trade_key(page[0]) != _trade_key(seen):
                     return f"it does not hold the {seen.symbol} trade #{seen.trade_id} seen"
-        except ApiError:
-            pass  # it answered, but not what tells (a failed log's 503): taken as the same server
+        except (ApiError, ProtocolError):
+            pass  # it answered, but not what tells (a failed log's 503, a page): taken as the same server
         return None
 
     def _forget_server(self, reason: str) -> None:

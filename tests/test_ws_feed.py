@@ -186,6 +186,7 @@ def test_subscribing_again_replaces_what_is_queued_for_the_symbol() -> None:
     assert [(m["type"], m["symbol"]) for m in messages] == [("snapshot", "Y"), ("update", "Y"), ("snapshot", "X")]
     assert messages[2]["seq"] == 3 and messages[2]["bids"][-1] == [998, 5, 1]  # the book as it is now
     assert sub.buffered == sum(map(len, queued(sub))) < 3 * one_snapshot
+    assert sub.snapshots_total == sum(sub.snapshot_bytes.values()) == len(queued(sub)[0]) + len(queued(sub)[2])
     assert feed.stats_resyncs == 0
 
 

@@ -87,6 +87,8 @@ class Subscriber:
         """Bytes in `buffer`."""
         self.snapshot_bytes: dict[str, int] = {}
         """The size of the last snapshot of each symbol subscribed to: what a resync would queue."""
+        self.snapshots_total = 0
+        """The sum of `snapshot_bytes`, kept as it changes: `send` reads it for every message."""
         self.replies: deque[str | bytes] = deque()
         self.private: deque[str | bytes] = deque()
         self.wake = asyncio.Event()
@@ -106,7 +108,7 @@ class Subscriber:
         # that grows while the socket itself is backed up is. Bytes are bounded either way, but what
         # is queued, not the message: one sweep's update can be bigger than the bound by itself.
         if (pending >= limit and (self.blocked or pending >= 8 * limit)
-                or self.buffered > self.feed.buffer_bytes + sum(self.snapshot_bytes.values())):
+                or self.buffered > self.feed.buffer_bytes + self.snapshots_total):
             self._resync()
             return
         self._queue(symbol, message, _size(message))
@@ -119,14 +121,16 @@ class Subscriber:
         if any(entry[0] == symbol for entry in self.buffer):
             self.forget(symbol)
         message = self.feed.snapshot(symbol)
-        self.snapshot_bytes[symbol] = size = _size(message)
+        size = _size(message)
+        self.snapshots_total += size - self.snapshot_bytes.get(symbol, 0)
+        self.snapshot_bytes[symbol] = size
         self._queue(symbol, message, size)
 
     def forget(self, symbol: str) -> None:
         """Drop what is queued for `symbol` (unsubscribed, or about to be snapshotted again)."""
         self.buffer = deque(entry for entry in self.buffer if entry[0] != symbol)
         self.buffered = sum(entry[2] for entry in self.buffer)
-        self.snapshot_bytes.pop(symbol, None)
+        self.snapshots_total -= self.snapshot_bytes.pop(symbol, 0)
 
     def _queue(self, symbol: str | None, message: Message, size: int) -> None:
         self.buffer.append((symbol, message, size))
@@ -172,6 +176,7 @@ class Subscriber:
         self.buffer.clear()
         self.buffered = 0
         self.snapshot_bytes.clear()
+        self.snapshots_total = 0
         self.feed.stats_resyncs += 1
         if len(self.resyncs) > MAX_RESYNCS:
             log.info("closing a WebSocket client that keeps falling behind")

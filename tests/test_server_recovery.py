@@ -94,6 +94,36 @@ async def test_each_book_keeps_its_feed_seq_across_a_restart(tmp_path: Path) -> 
         server.kill()
 
 
+async def test_health_names_the_exchange_by_its_first_record_across_restarts(tmp_path: Path) -> None:
+    """`logStarted` is the first record's time: kept across SIGKILL and SIGTERM restarts (and a quiet
+    replay), another for a fresh data directory even where its seq is ahead."""
+    began = int(time.time() * 1000)
+    server = ServerProcess(tmp_path / "data").start()
+    other = None
+    try:
+        health = await _get(f"{server.url}/health")
+        started = health["logStarted"]
+        assert began <= started <= int(time.time() * 1000), (began, started)
+        log = (server.data / "wal.log").read_bytes()
+        (length,) = struct.unpack_from("<I", log, len(FILE_HEADER))
+        start = len(FILE_HEADER) + 8  # [length u32][crc u32][payload]
+        first = decode_record(log[start:start + length])
+        assert first.seq == 1 and first.ts == started
+        await _trade_a_little(server.url, 2)
+        for kill in (True, False):
+            server.restart(kill=kill)
+            assert (await _get(f"{server.url}/health"))["logStarted"] == started
+        time.sleep(0.01)
+        other = ServerProcess(tmp_path / "other").start()
+        await _trade_a_little(other.url, 5)  # its seq runs ahead of the first exchange's
+        health = await _get(f"{other.url}/health")
+        assert health["seq"] > 4 and health["logStarted"] > started
+    finally:
+        server.kill()
+        if other is not None:
+            other.kill()
+
+
 async def test_a_torn_tail_is_cut_and_reported(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data").start()
     try:
@@ -205,7 +235,8 @@ async def test_tickflow_log_checks_a_log_without_changing_it(tmp_path: Path) -> 
     clean = subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data)],
                            capture_output=True, text=True, timeout=60)
     assert clean.returncode == 0 and "torn" not in clean.stdout, clean.stdout
-    assert clean.stdout.startswith("format: tickflow wal v1\n")
+    assert clean.stdout.startswith("format: tickflow wal v1\nstarted: 20")
+    assert f"({decode_record(before[24:24 + struct.unpack_from('<I', before, 16)[0]]).ts} ms, " in clean.stdout
     data = bytearray(before[:-3])
     data[30] ^= 0x01
     log.write_bytes(bytes(data))

@@ -336,6 +336,9 @@ async def get_health(request: web.Request) -> web.Response:
     body = {
         "status": "ok" if not ex.sequencer.failed else "failed",
         "seq": ex.feed.durable_seq,
+        # Names the exchange: the same across restarts, another for a fresh data directory. Only
+        # once durable: a first record lost in a crash is written again with another time.
+        "logStarted": ex.sequencer.log_started if ex.feed.durable_seq >= 1 else None,
         "durability": ex.sequencer.durability.value,
         "symbols": sorted(ex.feed.mirrors),
         "accounts": "open" if ex.tokens is None else "tokens",

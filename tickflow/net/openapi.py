@@ -93,10 +93,11 @@ BAR = _obj({"t": INT, "open": INT, "high": INT, "low": INT, "close": INT, "volum
 SYMBOL_INFO = _obj({"symbol": {"type": "string"}, "bestBid": NULLABLE_INT, "bestAsk": NULLABLE_INT,
                     "last": NULLABLE_INT})
 HEALTH = _obj({"status": {"type": "string", "enum": ["ok", "degraded", "failed"]}, "seq": INT,
+               "logStarted": NULLABLE_INT,
                "durability": {"type": "string", "enum": ["none", "group", "order"]},
                "symbols": {"type": "array", "items": {"type": "string"}},
                "accounts": {"type": "string", "enum": ["open", "tokens"]}, "uptimeSeconds": {"type": "number"},
-               "error": {"type": "string"}}, required=["status", "seq", "durability", "accounts"])
+               "error": {"type": "string"}}, required=["status", "seq", "logStarted", "durability", "accounts"])
 
 AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 ORDER_ID = {"name": "orderId", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}

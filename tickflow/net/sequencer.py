@@ -124,6 +124,7 @@ class Sequencer:
         queue_size: int = 4096,
         clock: Callable[[], int] = now_ms,
         syncer: Syncer | None = None,
+        log_started: int | None = None,
     ) -> None:
         self.engine = engine
         self.wal = wal
@@ -133,6 +134,9 @@ class Sequencer:
         self.clock = clock
         self.seq = engine.last_seq
         self.last_ts = engine.last_ts
+        self.log_started = log_started
+        """The time stamped on the log's first record (`Recovery.first_ts`; set when this sequencer
+        writes it to an empty log): it names the log. Not yet durable until the first sync after that."""
         self.listeners: list[Listener] = []
         self.stats = Stats()
         self.failed: str | None = None
@@ -356,6 +360,8 @@ class Sequencer:
             self._fail(taken, str(e))
             return None
         self.last_ts = ts
+        if self.seq == 0:
+            self.log_started = ts
         if self.durability is not Durability.NONE:
             self._syncer.grown(self.wal.size)  # in the file: the sync can run while they are matched
         apply = self.engine.apply

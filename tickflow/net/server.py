@@ -300,7 +300,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     feed.durable_seq = engine.last_seq
 
     _settle_gc()
-    sequencer = Sequencer(engine, wal, args.durability)
+    sequencer = Sequencer(engine, wal, args.durability, log_started=recovery.first_ts)
     writer = TradeWriter(store, engine.last_seq)
     sequencer.listeners += [feed.publish, writer.publish]
     runner: web.AppRunner | None = None

@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from tickflow.core.engine import Engine
@@ -125,6 +126,10 @@ def _main(argv: list[str]) -> int:
         return 1
     cut = recovery.cut
     print(f"format: {FILE_HEADER.decode().strip()}")
+    if recovery.first_ts is not None:  # what /health calls logStarted
+        started = datetime.fromtimestamp(recovery.first_ts / 1000, timezone.utc)
+        print(f"started: {started:%Y-%m-%d %H:%M:%S}.{started.microsecond // 1000:03d} UTC "
+              f"({recovery.first_ts} ms, the first record's time)")
     print(dataclasses.replace(recovery, cut=None))
     print(f"symbols: {', '.join(sorted(engine.books)) or '-'}")
     print(f"orders: {engine.next_order_id - 1}, trades: {engine.next_trade_id - 1}, "

@@ -22,6 +22,9 @@ class Recovery:
     seconds: float
     trades: list[Trade] = field(default_factory=list, repr=False)
     """The trades re-derived with ids above `recover`'s `keep_trades_after`, in trade-id order."""
+    first_ts: int | None = None
+    """The time stamped on the log's first record (None for an empty log): it names the log, the same
+    across restarts and different for another exchange's."""
 
     def __str__(self) -> str:
         text = f"replayed {self.records} records (last seq {self.last_seq}) in {self.seconds:.3f}s"
@@ -49,14 +52,14 @@ def recover(
             trades: list[Trade] = []
             if keep_trades_after is not None:
                 on_outcome = _keeping(on_outcome, keep_trades_after, trades)
-            seq, ts = _apply_all(wal, engine, on_outcome)
+            seq, ts, first_ts = _apply_all(wal, engine, on_outcome)
         else:
             with engine.replaying(keep_trades_after) as trades:
-                seq, ts = _apply_all(wal, engine, None)
+                seq, ts, first_ts = _apply_all(wal, engine, None)
     finally:
         if collecting:
             gc.enable()
-    return Recovery(wal.records, seq, ts, wal.cut, time.perf_counter() - started, trades)
+    return Recovery(wal.records, seq, ts, wal.cut, time.perf_counter() - started, trades, first_ts)
 
 
 def _keeping(on_outcome: Callable[[Outcome], None], after: int, trades: list[Trade]) -> Callable[[Outcome], None]:
@@ -67,10 +70,12 @@ def _keeping(on_outcome: Callable[[Outcome], None], after: int, trades: list[Tra
     return seen
 
 
-def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None) -> tuple[int, int]:
+def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None) -> tuple[int, int, int | None]:
+    """Every record of `wal` applied; the last seq and time, and the first record's time."""
     apply = engine.apply
     seq = engine.last_seq
     ts = engine.last_ts
+    first_ts = None
     for offset, count, joined in wal.replay_batches():
         try:
             records = decode_joined(count, joined)
@@ -84,6 +89,8 @@ def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] |
                                  "so nothing is cut") from None
             records = _decode_each(wal.path, offset, payloads)
         first = seq + 1
+        if first == 1 and records:
+            first_ts = records[0].ts
         for record in records:
             seq += 1
             if record.seq != seq:
@@ -93,7 +100,7 @@ def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] |
             outcome = apply(seq, ts, record.command)
             if on_outcome is not None:
                 on_outcome(outcome)
-    return seq, ts
+    return seq, ts, first_ts
 
 
 def _decode_each(path: str, offset: int, payloads: list[memoryview]) -> list[Record]:

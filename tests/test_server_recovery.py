@@ -722,3 +722,32 @@ def test_tickflow_log_upgrade_refuses_a_file_that_is_no_old_log(tmp_path: Path, 
     assert "does not start with a whole tickflow record" in out.stderr and "Traceback" not in out.stderr
     assert (data / "wal.log").read_bytes() == content
     assert not (data / "wal.log.upgrading").exists()
+
+
+def test_the_server_lifts_a_low_limit_on_open_files(tmp_path: Path) -> None:
+    """Each connection holds a descriptor: started under a soft limit of 256, the server raises it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"the hard limit here is {hard}")
+
+    def low() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    with open(tmp_path / "out", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(tmp_path / "data"),
+                                 "--port", "0", "--symbols", "ACME"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, preexec_fn=low)
+    try:
+        deadline = time.monotonic() + 30
+        while "listening on" not in (tmp_path / "out").read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "out").read_text()
+            time.sleep(0.05)
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        (line,) = [x for x in limits.splitlines() if x.startswith("Max open files")]
+        raised = int(line.split()[3])
+        assert raised == (65_536 if hard == resource.RLIM_INFINITY else min(65_536, hard)), line
+    finally:
+        proc.terminate()
+        proc.wait(20)

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import aiohttp
+import pytest
 
 from server_process import ServerProcess
 from tickflow.core.types import LevelChange, Outcome, Trade
@@ -653,3 +654,41 @@ async def test_a_client_that_never_reads_its_answers_is_closed_not_buffered_fore
     finally:
         sock.close()
     assert "Traceback" not in server.output()
+
+
+async def test_websockets_over_the_limit_are_refused_with_a_reason_and_let_in_once_one_closes(tmp_path: Any) -> None:
+    server = ServerProcess(tmp_path / "data", extra=["--max-websockets", "2"]).start()
+    try:
+        async with aiohttp.ClientSession() as s:
+            first = await s.ws_connect(server.ws_url)
+            second = await s.ws_connect(server.ws_url)
+            async with s.get(server.ws_url, headers={"Connection": "Upgrade", "Upgrade": "websocket",
+                                                      "Sec-WebSocket-Version": "13",
+                                                      "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode()}) as r:
+                assert r.status == 503 and r.headers["Retry-After"] == "5"
+                assert "too many WebSocket connections (2 open" in (await r.json())["error"]
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await s.ws_connect(server.ws_url)
+            assert refused.value.status == 503
+            # The two let in are served as before, and so is HTTP.
+            await second.send_json({"op": "ping"})
+            assert (await second.receive_json(timeout=5)) == {"type": "pong"}
+            async with s.get(f"{server.url}/metrics") as r:
+                text = await r.text()
+                assert metric(text, "tickflow_websocket_refused_total") == 2
+                assert metric(text, "tickflow_websocket_clients") == 2
+            await first.close()
+            deadline = time.monotonic() + 10
+            while True:  # the server notices the close a moment later
+                try:
+                    third = await s.ws_connect(server.ws_url)
+                    break
+                except aiohttp.WSServerHandshakeError:
+                    assert time.monotonic() < deadline, "a closed WebSocket still counts against the limit"
+                    await asyncio.sleep(0.05)
+            await third.send_json({"op": "ping"})
+            assert (await third.receive_json(timeout=5)) == {"type": "pong"}
+            await third.close()
+            await second.close()
+    finally:
+        server.kill()

@@ -38,6 +38,9 @@ CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate"
 it passes a coding it does not know (or several) through as if the body were plain."""
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 BODY_TIMEOUT = 10.0
+MAX_WEBSOCKETS = 1000
+"""WebSockets open at once by default (`serve --max-websockets`): each may hold megabytes of queued
+market data before it is resynced, and a file descriptor."""
 
 
 @dataclass
@@ -55,7 +58,10 @@ class Exchange:
     web_dir: Path = WEB_DIR
     body_timeout: float = BODY_TIMEOUT
     """Seconds a request body may take to arrive once its headers have."""
-    counters: dict[str, int] = field(default_factory=lambda: {"ws_messages": 0})
+    max_websockets: int = MAX_WEBSOCKETS
+    websockets: int = 0
+    """WebSocket requests being served, from before the handshake to the close."""
+    counters: dict[str, int] = field(default_factory=lambda: {"ws_messages": 0, "ws_refused": 0})
 
     def account(self, token: str | None) -> str | None:
         if not token:
@@ -391,8 +397,22 @@ async def get_static(request: web.Request) -> web.StreamResponse:
 # ------------------------------------------------------------------ WebSocket
 
 
-async def websocket(request: web.Request) -> web.WebSocketResponse:
+async def websocket(request: web.Request) -> web.StreamResponse:
     ex = request.app[EXCHANGE]
+    if ex.websockets >= ex.max_websockets:
+        ex.counters["ws_refused"] += 1
+        response = _error(503, f"too many WebSocket connections ({ex.websockets} open, the server's limit): "
+                               "try again later")
+        response.headers["Retry-After"] = "5"
+        return response
+    ex.websockets += 1
+    try:
+        return await _websocket(request, ex)
+    finally:
+        ex.websockets -= 1
+
+
+async def _websocket(request: web.Request, ex: Exchange) -> web.WebSocketResponse:
     # aiohttp refuses a message of max_msg_size bytes or more; HTTP bodies may be MAX_BODY bytes.
     ws = web.WebSocketResponse(max_msg_size=MAX_BODY + 1, heartbeat=30.0)
     await ws.prepare(request)

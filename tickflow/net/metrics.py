@@ -34,6 +34,8 @@ def render_metrics(ex: "Exchange") -> str:
         ("tickflow_trades_total", "counter", "trades ever made (trade ids issued)", engine.next_trade_id - 1),
         ("tickflow_log_seq", "gauge", "sequence number of the last durable record", ex.feed.durable_seq),
         ("tickflow_websocket_clients", "gauge", "open WebSocket connections", len(ex.feed.subscribers)),
+        ("tickflow_websocket_refused_total", "counter", "WebSocket connections refused at the limit",
+         ex.counters["ws_refused"]),
         ("tickflow_websocket_resyncs_total", "counter", "slow-consumer resyncs", ex.feed.stats_resyncs),
         ("tickflow_websocket_messages_total", "counter", "WebSocket messages received", ex.counters["ws_messages"]),
         ("tickflow_websocket_buffered_bytes", "gauge", "market data waiting in subscribers' buffers",

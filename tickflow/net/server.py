@@ -23,7 +23,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from tickflow.cli import port_number
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol
-from tickflow.net.app import BODY_TIMEOUT, Exchange, make_app
+from tickflow.net.app import BODY_TIMEOUT, MAX_WEBSOCKETS, Exchange, make_app
 from tickflow.net.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
 from tickflow.net.protocol import SYMBOL_PATTERN
 from tickflow.net.sequencer import Durability, Sequencer
@@ -94,6 +94,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="how long a request body may take to arrive once its headers have (408 after)")
     p.add_argument("--idle-timeout", type=_positive_seconds, default=IDLE_TIMEOUT, metavar="SECONDS",
                    help="close an HTTP connection that sends nothing for this long (WebSockets are exempt)")
+    p.add_argument("--max-websockets", type=_positive_int, default=MAX_WEBSOCKETS, metavar="N",
+                   help="WebSocket connections open at once; more are answered 503 (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     args = p.parse_args(argv)
     if args.web is not None and not Path(args.web, "index.html").is_file():
@@ -201,6 +203,7 @@ async def serve(args: argparse.Namespace) -> int:
     if bad:
         raise StartupError(f"bad symbol names {bad}: use 1-16 of A-Z 0-9 . _ -, starting with a letter or digit")
     tokens = load_tokens(args.tokens)
+    _raise_file_limit()
     try:
         lock = lock_data_dir(data)
     except DataDirBusy as e:
@@ -331,7 +334,8 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
             listed = await sequencer.submit(AddSymbol(symbol))
             feed.add_symbol(symbol, listed.seq)
 
-    exchange = Exchange(engine, sequencer, feed, store, writer, tokens, body_timeout=args.body_timeout)
+    exchange = Exchange(engine, sequencer, feed, store, writer, tokens, body_timeout=args.body_timeout,
+                        max_websockets=args.max_websockets)
     if args.web:
         exchange.web_dir = Path(args.web)
     app = make_app(exchange)
@@ -359,6 +363,22 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         return 1
     log.info("stopped cleanly at seq %d", sequencer.seq)
     return 0
+
+
+def _raise_file_limit(want: int = 65_536) -> None:
+    """Lift the soft limit on open files towards the hard one: each connection holds a descriptor, and
+    a common default soft limit of 1,024 would lock everyone out (accept fails) at about a thousand."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as e:
+            log.warning("open files limited to %d (cannot raise it to %d: %s)", soft, target, e)
 
 
 def _settle_gc() -> None:

@@ -260,6 +260,14 @@ async def test_malformed_and_oversized_bodies(server: ServerProcess) -> None:
             assert r.status == 400 and "malformed JSON" in (await r.json())["error"]
         async with s.post(f"{u}/orders", data=b"x" * (200 * 1024), headers=auth("alice")) as r:
             assert r.status == 413 and "error" in await r.json()
+        # msgspec's own words would be "Number out of range - at `$[...]`" and "Input data was truncated".
+        st, err = await call(s, "POST", f"{u}/orders", "alice",
+                             data=b'{"symbol": "ACME", "side": "buy", "price": 100, "qty": 1e400}')
+        assert st == 400 and err == {"error": "malformed JSON: `qty`: number out of range (1e400)", "field": "qty"}
+        st, err = await call(s, "POST", f"{u}/orders", "alice",
+                             data=b'{"symbol": "ACME", "side": "buy", "price": 100, "qty": 1, "clientOrderId": "a\\ud800"}')
+        assert st == 400 and err["field"] == "clientOrderId", err
+        assert err["error"] == "malformed JSON: `clientOrderId`: a lone UTF-16 surrogate escape (\\ud800) is not a character"
         for path in ("/orders/abc", "/orders/-1", "/orders/0"):
             st, err = await call(s, "GET", u + path, "alice")
             assert st == 404 and "error" in err

@@ -387,6 +387,9 @@ async def test_odd_order_ids_tokens_and_sizes_over_websocket(server: ServerProce
         await ws.send_str("[" * 5000 + "]" * 5000)  # deeper than the JSON decoder recurses
         (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
         assert reply["type"] == "error" and "malformed JSON" in reply["error"]
+        await ws.send_str('{"op": "order", "id": 7, "symbol": "ACME", "qty": -1e999}')
+        (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
+        assert reply == {"type": "error", "error": "malformed JSON: `qty`: number out of range (-1e999)", "field": "qty"}
         await ws.send_json({"op": "auth", "token": "mm\n"})
         (reply,) = await receive_until(ws, lambda got: len(got) >= 1)
         assert reply == {"type": "error", "error": "unknown token", "op": "auth"}

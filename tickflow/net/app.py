@@ -472,7 +472,7 @@ class _WsSession:
         try:
             message = protocol.decode_json(raw)
         except BadRequest as e:
-            self.error(e.message)
+            self.error(e.message, **({"field": e.field} if e.field else {}))
             return
         if not isinstance(message, dict):
             self.error("expected a JSON object with an 'op'")

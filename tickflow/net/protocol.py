@@ -7,6 +7,8 @@ a result, never an exception.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -119,9 +121,60 @@ def decode_json(raw: bytes | str) -> Any:
     try:
         return _json_decoder.decode(raw)
     except msgspec.DecodeError as e:
-        raise BadRequest(f"malformed JSON: {e}") from None
+        raise _explained(raw) or BadRequest(f"malformed JSON: {e}") from None
     except RecursionError:  # a few kilobytes of "[[[[..." go deeper than the decoder's recursion allows
         raise BadRequest("malformed JSON: nested too deeply") from None
+
+
+class _Huge(str):
+    """A JSON number too large for a float (1e400), as written, to be named."""
+
+
+def _explained(raw: bytes | str) -> BadRequest | None:
+    """What msgspec's message gets wrong, said plainly, with the field: a number too large for a float
+    ("Number out of range - at `$[...]`", no field) and a lone UTF-16 surrogate escape such as
+    "\\ud800", which no character is ("Input data was truncated"). Only on the error path."""
+    try:
+        data = json.loads(raw, parse_float=lambda t: _Huge(t) if math.isinf(float(t)) else float(t),
+                          parse_constant=lambda t: None)
+    except (ValueError, RecursionError):
+        return None  # malformed for stdlib json too: msgspec's message stands
+    found = _find_odd(data, "")
+    if found is None:
+        return None
+    path, value = found
+    field = path or None
+    where = f"`{cut(path)}`: " if path else ""
+    if isinstance(value, _Huge):
+        return BadRequest(f"malformed JSON: {where}number out of range ({cut(value)})", field)
+    return BadRequest(f"malformed JSON: {where}a lone UTF-16 surrogate escape (\\u{ord(value):04x}) is not a "
+                      "character", field)
+
+
+def _find_odd(value: Any, path: str, depth: int = 0) -> tuple[str, Any] | None:
+    """The first number too large or lone surrogate in `value` (a key counts as where it is), with its path."""
+    if isinstance(value, _Huge):
+        return path, value
+    if isinstance(value, str):
+        odd = _SURROGATE.search(value)
+        return (path, odd.group()) if odd else None
+    if depth > 64:
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else key
+            found = _find_odd(key, path, depth + 1) or _find_odd(item, inner, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _find_odd(item, f"{path}[{i}]", depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 WHOLE_NUMBER_FIELDS = ("qty", "price")

@@ -695,3 +695,30 @@ async def test_websockets_over_the_limit_are_refused_with_a_reason_and_let_in_on
             await second.close()
     finally:
         server.kill()
+
+
+async def test_a_sweep_of_thousands_of_one_accounts_orders_reaches_it_whole(server: ServerProcess) -> None:
+    """One order filling 5,000 of a market maker's resting orders queues 5,000 updates for it at once:
+    a burst of a client that reads, not a client that does not (it used to be closed after about 2,500)."""
+    n = 5000
+    async with aiohttp.ClientSession() as s:
+        maker = await s.ws_connect(server.ws_url + "?token=mm")
+        await receive_until(maker, lambda got: len(got) >= 1)  # signed in
+        for start in range(0, n, 1000):
+            for i in range(start, start + 1000):
+                await maker.send_json({"op": "order", "id": i, "symbol": "ACME", "side": "sell", "price": 100,
+                                       "qty": 1})
+            await receive_until(maker, lambda got: sum(m["type"] == "result" for m in got) >= 1000, 30)
+        async with s.post(f"{server.url}/orders", json={"symbol": "ACME", "side": "buy", "price": 100, "qty": n},
+                          headers={"Authorization": "Bearer taker"}) as r:
+            taken = await r.json()
+        assert taken["filledQty"] == n
+        filled = set()
+        while len(filled) < n:
+            msg = await maker.receive(timeout=10)
+            assert msg.type is aiohttp.WSMsgType.TEXT, (msg.type, msg.data, msg.extra, len(filled))
+            update = json.loads(msg.data)
+            if update["type"] == "order" and update["order"]["status"] == "filled":
+                filled.add(update["order"]["orderId"])
+        await maker.send_json({"op": "ping"})
+        assert (await receive_until(maker, lambda got: bool(got) and got[-1]["type"] == "pong"))[-1] == {"type": "pong"}

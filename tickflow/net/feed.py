@@ -30,8 +30,14 @@ MAX_RESYNCS = 3
 """Slow-consumer resyncs tolerated within RESYNC_WINDOW seconds before the connection is closed."""
 RESYNC_WINDOW = 10.0
 MAX_REPLIES = 4096
-"""Answers (or updates of its own orders) waiting for a client that does not read them, before it is
-closed (1008)."""
+"""Answers that may wait for a client, before it is closed (1008): it sends without reading them. As
+many updates of its own orders may wait for a client whose socket has taken nothing for STALL seconds;
+more may wait for one that reads: one order sweeping thousands of an account's orders queues an update
+for each at once."""
+STALL = 2.0
+MAX_KEPT_BYTES = 64 << 20
+"""Bytes of answers and own-order updates that may wait for a client, however it reads, before it is
+closed (1008): a sweep of 100,000 of one account's orders queues about 35 MB of updates."""
 PART_LEVELS = 16_384
 """Levels in one market-data message at most; an update with more is sent in parts (`_parts`), and a
 snapshot takes at most half of them from each side per part (so a side over 8,192 levels splits it).
@@ -91,6 +97,12 @@ class Subscriber:
         """The sum of `snapshot_bytes`, kept as it changes: `send` reads it for every message."""
         self.replies: deque[str | bytes] = deque()
         self.private: deque[str | bytes] = deque()
+        self.kept = 0
+        """Bytes (characters for text) in `replies` and `private`."""
+        self.sent = 0
+        """Messages written to the socket so far: the writer's progress, read by `_stalled`."""
+        self._progress = (-1, 0.0)
+        """(`sent`, when it was last seen to change), for `_stalled`."""
         self.wake = asyncio.Event()
         self.resyncs: deque[float] = deque()
         self.closed = False
@@ -151,12 +163,25 @@ class Subscriber:
     def _keep(self, queue: deque[str | bytes], message: str | bytes, why: bytes) -> None:
         if self.closed:
             return
-        if len(queue) >= MAX_REPLIES:
+        # Answers come one per request, so many waiting means a client that sends without reading.
+        # Updates of its own orders come in bursts (one sweep can fill thousands at once): only a
+        # socket that has taken nothing for STALL seconds says the client is not reading them.
+        if (len(queue) >= MAX_REPLIES and (queue is self.replies or self._stalled())
+                or self.kept > MAX_KEPT_BYTES):
             log.info("closing a WebSocket client that does not read what it must not lose")
             self.close(1008, why)
             return
         queue.append(message)
+        self.kept += len(message)
         self.wake.set()
+
+    def _stalled(self) -> bool:
+        """True when the socket has taken nothing for STALL seconds, as far as the calls so far saw."""
+        now = asyncio.get_running_loop().time()
+        if self._progress[0] != self.sent:
+            self._progress = (self.sent, now)
+            return False
+        return now - self._progress[1] >= STALL
 
     def close(self, code: int, why: bytes) -> None:
         """Stop sending to this connection and close it."""
@@ -165,6 +190,7 @@ class Subscriber:
         self.buffered = 0
         self.replies.clear()
         self.private.clear()
+        self.kept = 0
         self.wake.set()
         asyncio.ensure_future(self._drop(code, why))
 
@@ -208,6 +234,7 @@ class Subscriber:
                     message: str | Message
                     if self.replies or self.private:
                         message = (self.replies or self.private).popleft()
+                        self.kept -= len(message)
                     else:
                         _, message, size = self.buffer.popleft()
                         self.buffered -= size
@@ -220,6 +247,7 @@ class Subscriber:
                     else:
                         await send(message if isinstance(message, bytes) else message.encode(), text)
                     self.blocked = False
+                    self.sent += 1
         except (ConnectionError, RuntimeError, asyncio.CancelledError):
             pass
         finally:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -94,7 +95,7 @@ def limit(symbol: str, side: str, price: int, qty: int, **extra: Any) -> dict[st
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     symbols = ("ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE,DBL,COMMA,BIG,SWEEP,OUT,FAT,ARROW,FOCUS,CXL,ANSWER,"
-               "CANDLE,FRESH,SWEPT,LOST,KILL,NARROW,SWITCH,STALE,LATE,TALL")
+               "CANDLE,FRESH,SWEPT,LOST,KILL,NARROW,SWITCH,STALE,LATE,TALL,AMEND,AMENDX,CXLALL,CXLOTHER,FINGER")
     srv = Server(tmp_path_factory.mktemp("web") / "data", symbols).start()
     yield srv
     srv.stop()
@@ -740,6 +741,9 @@ def test_a_sweep_answer_is_summarised_and_stays_in_its_box(pages: Pages, server:
     page = pages.open("fay", "SWEEP", width=1280, height=800)
     expect(level(page, "sell", 100)).to_have_count(1)
     place_from_ticket(page, "buy", 129, 60, tif="ioc")
+    # Far through the best ask and past the levels shown: asked first (see the fat-finger test).
+    expect(page.locator("#t-confirm")).to_contain_text("Limit buy 60 SWEEP @ 129 is 29 ticks (29%) above the best ask")
+    page.click("#t-confirm-send")
     answer = page.locator("#answer")
     expect(answer).to_contain_text("buy 60 SWEEP @ 129: filled 60 at 30 prices (100 to 129), avg 114.5, filled")
     expect(answer).not_to_contain_text("@ 101")
@@ -893,9 +897,11 @@ def test_after_an_outage_the_tape_has_every_trade(pages: Pages, server: Server) 
 class WsControl:
     """The page's WebSockets through Playwright's route_web_socket, with switches a test flips: drop the
     server's answers (`results`), the page's cancels (`cancels`), hold answers and order updates back
-    (`hold`, released by `release()`), or refuse connections (`down`). `cut()` drops every connection."""
+    (`hold`, released by `release()`), or refuse connections (`down`). `cut()` drops every connection;
+    `sent(op)` lists the page's messages with that op that reached the server."""
 
     def __init__(self) -> None:
+        self.to_server: list[Any] = []
         self.down = False
         self.drop_results = False
         self.drop_cancels = False
@@ -912,6 +918,10 @@ class WsControl:
         def to_server(message: str | bytes) -> None:
             if self.drop_cancels and self._kind(message, "op") == "cancel":
                 return
+            try:
+                self.to_server.append(json.loads(message))
+            except ValueError:
+                pass
             server.send(message)
 
         def to_page(message: str | bytes) -> None:
@@ -933,6 +943,9 @@ class WsControl:
             return json.loads(message).get(key)
         except (ValueError, AttributeError):
             return None
+
+    def sent(self, op: str) -> list[dict[str, Any]]:
+        return [m for m in self.to_server if isinstance(m, dict) and m.get("op") == op]
 
     def cut(self) -> None:
         for ws in self.routes:
@@ -1212,3 +1225,275 @@ def test_symbols_are_read_again_after_a_reconnect(pages: Pages, tmp_path: Path) 
     finally:
         old.stop()
         srv.stop()
+
+
+# ------------------------------------------------------------------ a frozen server, amend, cancel all, fat fingers
+
+
+def test_a_frozen_server_is_said_within_seconds_and_live_again_by_itself(
+        pages: Pages, tmp_path: Path, artifacts: Path) -> None:
+    """SIGSTOP: the socket stays open but nothing comes. The page pings, says the server is not answering,
+    and goes back to Live when it answers; frozen for longer, the socket is given up and opened again."""
+    srv = Server(tmp_path / "data", "ACME").start()
+    assert srv.proc is not None
+    pid = srv.proc.pid
+    try:
+        call(srv, "POST", "/orders", "mm", limit("ACME", "sell", 101, 5))
+        page = pages.open("sam", "ACME", server=srv)
+        # The page's 5 s / 8 s / 18 s shortened: a ping after 0.3 s of silence, "no answer" at 1 s, a new
+        # socket at 2.5 s (and a handshake given up after 1 s).
+        page.evaluate("Object.assign(window.tickflow.conn.timing,"
+                      " {pingAfterMs: 300, staleAfterMs: 1000, closeAfterMs: 2500, connectTimeoutMs: 1000})")
+        # A quiet market is not a frozen server: its pongs keep the page Live.
+        page.wait_for_timeout(1300)
+        expect(page.locator("#conn")).to_have_attribute("data-state", "open")
+        assert len(sent_ops(page, "ping")) >= 2
+
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            expect(page.locator("#conn")).to_have_attribute("data-state", "stalled", timeout=3_000)
+            expect(page.locator("#conn-text")).to_have_text(re.compile(r"^No answer for [1-3] s$"))
+            expect(page).to_have_title(re.compile(r"^No answer · ACME"))
+            for selector in (".quote", "#book-title", "#tape-title", "#orders-title"):
+                marker = page.locator(selector).evaluate("e => getComputedStyle(e, '::after').content")
+                assert marker == '"no answer"', selector
+            expect(page.locator("#book")).to_have_class(re.compile(r"\bstale\b"))
+            expect(page.locator("#book-state")).to_have_text("The server is not answering: this book may be old.")
+            expect(page.locator("#orders-stalled")).to_be_visible()
+            expect(page.locator("#t-stalled")).to_contain_text("an order sent now may not be confirmed until it answers")
+            # An order sent now waits for its answer.
+            place_from_ticket(page, "buy", 99, 3)
+            expect(page.locator("#answer")).to_have_text("Sending buy 3 ACME…")
+            page.screenshot(path=str(artifacts / "screenshot-not-answering.png"))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # Any message is life: Live again on the same socket, and the order's answer is shown.
+        expect(page.locator("#conn-text")).to_have_text("Live as sam")
+        expect(page.locator("#answer")).to_contain_text("buy 3 ACME @ 99, open")
+        expect(page.locator("body")).to_have_attribute("data-feed", "live")
+        expect(page.locator("#t-stalled")).to_be_hidden()
+        expect(page.locator("#book")).not_to_have_class(re.compile(r"\bstale\b"))
+        assert page.evaluate("window.tickflow.conn.stats.opened") == 1
+
+        # Frozen past the limit: the socket is closed and opened again once the server answers.
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            expect(page.locator("#conn")).to_have_attribute("data-state", re.compile("^(offline|connecting)$"),
+                                                            timeout=6_000)
+            expect(page).to_have_title(re.compile(r"^Offline · "))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        expect(page.locator("#conn-text")).to_have_text("Live as sam", timeout=10_000)
+        assert page.evaluate("window.tickflow.conn.stats.opened") >= 2
+        call(srv, "POST", "/orders", "mm", limit("ACME", "sell", 102, 4))
+        expect(size(page, "sell", 102)).to_have_text("4")
+        errors = page.console_errors  # type: ignore[attr-defined]
+        errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        srv.stop()
+
+
+def test_an_order_is_amended_from_my_open_orders(pages: Pages, server: Server, artifacts: Path) -> None:
+    ws = WsControl()
+    page = pages.open("amy", "AMEND", ws_route=ws)
+    oid = call(server, "POST", "/orders", "amy", limit("AMEND", "buy", 9990, 200))[1]["orderId"]
+    call(server, "POST", "/orders", "bob", limit("AMEND", "sell", 9990, 50))  # 50 of it fills
+    row = page.locator(f"#orders tr[data-order-id='{oid}']")
+    expect(row.locator("td.filled")).to_have_text("50 / 200")
+    row.locator("button.amend").click()
+    form = page.locator("#amend-form")
+    expect(form).to_be_visible()
+    expect(page.locator("#a-price")).to_be_focused()
+    expect(page.locator("#a-price")).to_have_value("9990")
+    expect(page.locator("#a-qty")).to_have_value("200")
+    expect(page.locator("#a-title")).to_have_text(f"Amend #{oid}: buy 200 AMEND @ 9990, 50 filled")
+    note = page.locator("#a-note")
+    expect(note).to_have_text("A new price or a larger quantity loses the order's place in the queue; "
+                              "a smaller quantity at the same price keeps it.")
+    # Checked like the ticket before anything is sent; Enter submits.
+    page.fill("#a-qty", "50")
+    page.press("#a-qty", "Enter")
+    expect(page.locator("#a-qty-err")).to_have_text(
+        "quantity is the new total, filled part included: it must be above the 50 already filled")
+    expect(page.locator("#a-qty")).to_be_focused()
+    page.fill("#a-qty", "1.5")
+    page.press("#a-qty", "Enter")
+    expect(page.locator("#a-qty-err")).to_contain_text("quantity must be a whole number")
+    page.fill("#a-qty", "200")
+    page.press("#a-qty", "Enter")
+    expect(page.locator("#a-form-err")).to_contain_text("nothing to amend: it already is 200 @ 9990")
+    assert ws.sent("amend") == []
+    # What the amend does to the order's place in the queue is said before it is sent.
+    page.fill("#a-qty", "150")
+    expect(note).to_have_text("Keeps its place in the queue: a smaller quantity at the same price.")
+    page.fill("#a-qty", "250")
+    expect(note).to_have_text("Loses its place in the queue: a larger quantity goes to the back of the queue at 9990.")
+    page.fill("#a-qty", "150")
+    page.fill("#a-price", "9,995")
+    expect(note).to_have_text("Loses its place in the queue: a new price goes to the back of the queue at 9995.")
+    expect(page.locator("#a-submit")).to_have_text("Amend to 150 @ 9995")
+    page.screenshot(path=str(artifacts / "screenshot-amend.png"))
+    # At phone width the form fits, its buttons in view.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#a-close").scroll_into_view_if_needed()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.evaluate("""() => ['a-price', 'a-qty', 'a-submit', 'a-close'].every(id => {
+        const r = document.getElementById(id).getBoundingClientRect();
+        return r.width > 30 && r.left >= 0 && r.right <= window.innerWidth; })""")
+    page.screenshot(path=str(artifacts / "screenshot-amend-390.png"), full_page=True)
+    page.set_viewport_size({"width": 1440, "height": 900})
+
+    # One request per click: the button is disabled while the answer is out.
+    ws.hold = True
+    page.click("#a-submit")
+    expect(page.locator("#a-submit")).to_have_text("Amending…")
+    expect(page.locator("#a-submit")).to_be_disabled()
+    page.click("#a-submit", force=True)
+    page.press("#a-price", "Enter")
+    ws.release()
+    expect(page.locator("#activity li").first).to_have_text(f"Amended #{oid}: buy 200 AMEND @ 9990 → 150 @ 9995")
+    assert [(m["orderId"], m.get("qty"), m.get("price")) for m in ws.sent("amend")] == [(oid, 150, 9995)]
+    now = call(server, "GET", f"/orders/{oid}", "amy")[1]
+    assert (now["qty"], now["price"], now["filledQty"], now["status"]) == (150, 9995, 50, "partially_filled")
+    expect(form).to_have_count(0)
+    expect(row.locator("td.filled")).to_have_text("50 / 150")
+    expect(row.locator("button.amend")).to_be_focused()
+    # Keyboard only: Enter opens the form, Escape closes it and puts the focus back.
+    page.keyboard.press("Enter")
+    expect(page.locator("#a-price")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(form).to_have_count(0)
+    expect(row.locator("button.amend")).to_be_focused()
+    assert len(ws.sent("amend")) == 1
+
+
+def test_an_amend_refused_or_too_late_says_why_and_goes_over_http_when_offline(
+        pages: Pages, server: Server) -> None:
+    ws = WsControl()
+    page = pages.open("abe", "AMENDX", ws_route=ws)
+    first = call(server, "POST", "/orders", "abe", limit("AMENDX", "buy", 500, 30))[1]["orderId"]
+    post_only = call(server, "POST", "/orders", "abe", limit("AMENDX", "sell", 600, 10, postOnly=True))[1]["orderId"]
+    expect(page.locator("#orders tr")).to_have_count(2)
+    activity_first = page.locator("#activity li").first
+
+    # Too late: the order filled before the amend reached it, and the page had not heard yet.
+    ws.hold = True
+    call(server, "POST", "/orders", "bob", limit("AMENDX", "sell", 500, 30))
+    page.locator(f"#orders tr[data-order-id='{first}'] button.amend").click()
+    page.fill("#a-qty", "40")
+    page.press("#a-qty", "Enter")
+    expect(page.locator("#a-submit")).to_have_text("Amending…")
+    ws.release()
+    expect(activity_first).to_have_text(f"Amend #{first} too late: buy 30 AMENDX @ 500 had already filled (30 of 30)")
+    expect(page.locator("#amend-form")).to_have_count(0)
+    expect(page.locator("#orders tr")).to_have_count(1)
+
+    # Post-only at a price that would take: the form says so first, the server refuses, the form stays.
+    call(server, "POST", "/orders", "mm", limit("AMENDX", "buy", 550, 5))
+    expect(size(page, "buy", 550)).to_have_text("5")
+    row = page.locator(f"#orders tr[data-order-id='{post_only}']")
+    row.locator("button.amend").click()
+    page.fill("#a-price", "550")
+    expect(page.locator("#a-note")).to_contain_text("It is post-only: at 550 it would take liquidity")
+    page.press("#a-price", "Enter")
+    expect(activity_first).to_have_text(
+        f"Amend #{post_only} refused: it is post-only, and at 550 it would take liquidity; it stays 10 @ 600")
+    expect(page.locator("#a-price-err")).to_contain_text("it is post-only")
+    expect(page.locator("#a-price")).to_be_focused()
+    # Nothing to amend, as the server says it (the page's list is out of date: amended elsewhere).
+    ws.hold = True
+    call(server, "PATCH", f"/orders/{post_only}", "abe", {"qty": 8})
+    page.fill("#a-price", "600")
+    page.fill("#a-qty", "8")
+    page.press("#a-qty", "Enter")
+    ws.release()
+    expect(activity_first).to_have_text(f"Amend #{post_only}: nothing to amend, it already is 8 @ 600")
+
+    # With the WebSocket down, an amend goes over HTTP (PATCH).
+    ws.down = True
+    ws.cut()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+    row.locator("button.amend").click()
+    page.fill("#a-qty", "6")
+    page.press("#a-qty", "Enter")
+    expect(activity_first).to_have_text(f"Amended #{post_only}: sell 8 AMENDX @ 600 → 6 @ 600")
+    assert call(server, "GET", f"/orders/{post_only}", "abe")[1]["qty"] == 6
+    assert ws.sent("amend") == [] or all(m.get("qty") != 6 for m in ws.sent("amend"))
+    ws.down = False
+    expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
+    errors = page.console_errors  # type: ignore[attr-defined]
+    errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+
+
+def test_cancel_all_asks_then_cancels_every_order_of_the_symbol_at_once(pages: Pages, server: Server) -> None:
+    ws = WsControl()
+    page = pages.open("cal", "CXLALL", ws_route=ws)
+    button = page.locator("#cancel-all")
+    expect(button).to_have_text("Cancel all CXLALL")
+    expect(button).to_be_disabled()  # nothing to cancel
+    ids = [call(server, "POST", "/orders", "cal", o)[1]["orderId"] for o in (
+        limit("CXLALL", "buy", 400, 100), limit("CXLALL", "buy", 401, 50), limit("CXLALL", "sell", 500, 30))]
+    call(server, "POST", "/orders", "cal", limit("CXLOTHER", "buy", 7, 1))  # another symbol: it stays
+    expect(button).to_have_text("Cancel all CXLALL (3)")
+    expect(button).to_be_enabled()
+    # One of them fills; the page has not heard yet (its private updates are held back).
+    ws.hold = True
+    call(server, "POST", "/orders", "bob", limit("CXLALL", "sell", 401, 50))
+    button.click()
+    confirm = page.locator("#cancel-all-confirm")
+    expect(confirm).to_contain_text("Cancel all 3 open CXLALL orders: 2 buys (150 left, 400 to 401) and 1 sell "
+                                    "(30 left, @ 500)? Your 1 open order in other symbols stays open.")
+    expect(page.locator("#cancel-all-send")).to_have_text("Cancel 3 CXLALL orders")
+    expect(page.locator("#cancel-all-back")).to_be_focused()  # Enter again cancels nothing
+    page.keyboard.press("Enter")
+    expect(confirm).to_be_hidden()
+    expect(button).to_be_focused()
+    assert ws.sent("cancel") == []
+    button.click()
+    page.click("#cancel-all-send")
+    # Every cancel is sent at once, before any answer; the button is disabled while they run.
+    expect(button).to_have_text("Cancelling 3 CXLALL…")
+    expect(button).to_be_disabled()
+    page.wait_for_function("n => window.tickflow.conn.pending.size === n", arg=3)
+    assert sorted(m["orderId"] for m in ws.sent("cancel")) == ids
+    ws.release()
+    expect(page.locator("#activity li").first).to_have_text(
+        f"Cancelled 2 of 3 orders on CXLALL (130 off the book); #{ids[1]} had already filled")
+    expect(page.locator("#orders tr")).to_have_count(1)
+    expect(page.locator("#orders tr")).to_contain_text("CXLOTHER")
+    assert open_orders(server, "cal", "CXLALL") == []
+    assert len(open_orders(server, "cal", "CXLOTHER")) == 1
+    expect(button).to_have_text("Cancel all CXLALL")
+    expect(button).to_be_disabled()
+
+
+def test_a_limit_order_far_through_the_book_is_confirmed_first(pages: Pages, server: Server) -> None:
+    calls(server, [("POST", "/orders", "mm", limit("FINGER", "sell", 1000 + i, 10)) for i in range(3)] +
+          [("POST", "/orders", "mm", limit("FINGER", "buy", 990 - i, 10)) for i in range(14)])
+    page = pages.open("fin", "FINGER")
+    expect(size(page, "sell", 1002)).to_have_text("10")
+    expect(size(page, "buy", 979)).to_have_text("10")
+    confirm = page.locator("#t-confirm")
+    # A buy limit 500 ticks through the best ask: asked first, and Don't send has the focus.
+    place_from_ticket(page, "buy", 1500, 5)
+    expect(page.locator("#t-confirm-text")).to_have_text(re.compile(
+        r"^Limit buy 5 FINGER @ 1500 is 500 ticks \(50%\) above the best ask \(1000\): it would buy 5 at 1000\.$"))
+    expect(page.locator("#t-confirm-send")).to_have_text("Send buy 5 @ 1500")
+    expect(page.locator("#t-confirm-back")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(confirm).to_be_hidden()
+    assert sent_ops(page, "order") == []
+    # An ordinary marketable limit at the best ask goes at one click; so does one 1% through it.
+    place_from_ticket(page, "buy", 1000, 5)
+    expect(page.locator("#answer")).to_contain_text("buy 5 FINGER @ 1000: filled 5 @ 1000, filled")
+    place_from_ticket(page, "buy", 1010, 5)
+    expect(page.locator("#answer")).to_contain_text("buy 5 FINGER @ 1010: filled 5 @ 1000, filled")
+    expect(confirm).to_be_hidden()
+    assert len(sent_ops(page, "order")) == 2
+    # A sell near the bid that would take more levels than the book shows (12) asks too.
+    place_from_ticket(page, "sell", 977, 140)
+    expect(page.locator("#t-confirm-text")).to_have_text(re.compile(
+        r"^Limit sell 140 FINGER @ 977 goes past the 12 bids shown \(120, to 979\): it would sell 140 at 990 to 977\.$"))
+    page.click("#t-confirm-send")
+    expect(page.locator("#answer")).to_contain_text("sell 140 FINGER @ 977: filled 140 at 14 prices (977 to 990)")

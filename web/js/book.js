@@ -75,6 +75,27 @@ export class BookState {
     }
     return { shown: sum(other.slice(0, depth)), all: sum(other), reach: left <= 0 ? reach : null };
   }
+
+  /**
+   * What a limit order of `qty` on `side` at `limit` would take at once: {levels, qty, reach, rest}, the
+   * other side's levels it trades at (best first, none past its price), how much, the last price, and
+   * what is left over (to rest, or be cancelled).
+   */
+  take(side, limit, qty) {
+    const other = side === "buy"
+      ? [...this.asks].sort((a, b) => a[0] - b[0])
+      : [...this.bids].sort((a, b) => b[0] - a[0]);
+    let left = qty;
+    let levels = 0;
+    let reach = null;
+    for (const [price, [q]] of other) {
+      if (left <= 0 || (side === "buy" ? price > limit : price < limit)) break;
+      levels += 1;
+      reach = price;
+      left -= Math.min(q, left);
+    }
+    return { levels, qty: qty - left, reach, rest: left };
+  }
 }
 
 function setLevels(side, levels) {

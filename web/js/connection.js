@@ -1,16 +1,25 @@
 // The page's one WebSocket to the server: authentication, subscriptions, order entry, reconnects.
 //
-// Events (CustomEvent, the message in `detail`): "state" ({state, text}), "auth", "snapshot", "update",
+// Events (CustomEvent, the message in `detail`): "state" ({state, text, resumed}), "auth", "snapshot", "update",
 // "resync", "order", "servererror", and "late" ({request, status, body}: the answer to a call that had
 // already been given up on after REQUEST_TIMEOUT_MS). After every (re)connect the connection
 // authenticates, subscribes to every symbol it holds, and sends again each request that has had no answer:
 // orders carry a clientOrderId, so a resent order is answered with the original result rather than placed
 // twice.
+//
+// A server that stops answering without closing the socket (a frozen process, a hung host) is noticed
+// from silence: any message counts as life. After `pingAfterMs` with nothing heard the page sends a ping;
+// once that ping has gone unanswered until `staleAfterMs` of silence, the state is "stalled" ("No answer
+// for 8 s"), and back to "open" by itself as soon as anything arrives; after `closeAfterMs` the socket is
+// given up and opened again. A handshake unanswered for `connectTimeoutMs` is retried the same way.
 
 const BACKOFF_MS = [250, 500, 1000, 2000, 4000];
 const BACKOFF_CAP_MS = 5000;
-const PING_EVERY_MS = 15000;
-const SILENT_LIMIT_MS = 45000;
+const PING_AFTER_MS = 5000; // silence before the page asks for a pong
+const STALE_AFTER_MS = 8000; // silence before the page says the server is not answering
+const CLOSE_AFTER_MS = 18000; // silence before the socket is closed and opened again
+const CONNECT_TIMEOUT_MS = 10000; // a handshake unanswered this long is given up and retried
+const WATCH_EVERY_MS = 250;
 const REQUEST_TIMEOUT_MS = 20000;
 const decoder = new TextDecoder();
 
@@ -29,8 +38,18 @@ export class Connection extends EventTarget {
     this.retryTimer = null;
     this.countdown = null;
     this.lastHeard = 0;
-    this.stats = { opened: 0, messages: 0 };
-    setInterval(() => this.keepAlive(), PING_EVERY_MS);
+    this.pingAt = 0; // when the ping for the current silence went out (before lastHeard: none yet)
+    this.openingAt = 0; // when the socket being opened was created
+    this.stalledText = "";
+    // Shortened by the tests, read on every check.
+    this.timing = {
+      pingAfterMs: PING_AFTER_MS,
+      staleAfterMs: STALE_AFTER_MS,
+      closeAfterMs: CLOSE_AFTER_MS,
+      connectTimeoutMs: CONNECT_TIMEOUT_MS,
+    };
+    this.stats = { opened: 0, messages: 0, pings: 0 };
+    setInterval(() => this.watch(), WATCH_EVERY_MS);
     addEventListener("online", () => {
       if (!this.isOpen) this.reconnectNow();
     });
@@ -53,13 +72,17 @@ export class Connection extends EventTarget {
   reconnectNow() {
     clearTimeout(this.retryTimer);
     clearInterval(this.countdown);
-    if (this.ws) {
-      const old = this.ws;
-      this.ws = null;
-      old.onclose = old.onerror = old.onmessage = old.onopen = null;
-      old.close(1000, "reconnecting");
-    }
+    this.drop(1000, "reconnecting");
     this.open();
+  }
+
+  /** Let go of the socket without waiting for its close handshake (a frozen server never answers it). */
+  drop(code, reason) {
+    if (!this.ws) return;
+    const old = this.ws;
+    this.ws = null;
+    old.onclose = old.onerror = old.onmessage = old.onopen = null;
+    old.close(code, reason);
   }
 
   open() {
@@ -73,6 +96,7 @@ export class Connection extends EventTarget {
     }
     ws.binaryType = "arraybuffer";
     this.ws = ws;
+    this.openingAt = Date.now();
     ws.onopen = () => {
       this.attempt = 0;
       this.stats.opened += 1;
@@ -115,9 +139,10 @@ export class Connection extends EventTarget {
     }, delay);
   }
 
-  setState(state, text) {
+  /** `resumed`: back to "open" on the same socket after a silence (nothing was missed). */
+  setState(state, text, resumed = false) {
     this.state = state;
-    this.dispatchEvent(new CustomEvent("state", { detail: { state, text } }));
+    this.dispatchEvent(new CustomEvent("state", { detail: { state, text, resumed } }));
   }
 
   get isOpen() {
@@ -130,14 +155,42 @@ export class Connection extends EventTarget {
     return true;
   }
 
-  keepAlive() {
-    if (!this.isOpen) return;
-    if (Date.now() - this.lastHeard > SILENT_LIMIT_MS) {
-      // Nothing heard, not even a pong: the connection is dead without having said so.
-      this.ws.close(4000, "no answer to pings");
+  /**
+   * The silence check, every WATCH_EVERY_MS. Stalled and closed are judged by how long the ping has gone
+   * unanswered as well as by the silence: a background tab's timers may run a minute late, and a quiet
+   * market sends nothing, so silence alone is no proof.
+   */
+  watch() {
+    const now = Date.now();
+    const t = this.timing;
+    if (this.ws && this.ws.readyState === WebSocket.CONNECTING) {
+      if (now - this.openingAt >= t.connectTimeoutMs) {
+        this.drop(4000, "no answer to the handshake");
+        this.scheduleRetry("no answer from the server");
+      }
       return;
     }
-    this.send({ op: "ping" });
+    if (!this.isOpen) return;
+    const silent = now - this.lastHeard;
+    if (silent >= t.pingAfterMs && this.pingAt <= this.lastHeard) {
+      this.pingAt = now;
+      this.stats.pings += 1;
+      this.send({ op: "ping" });
+    }
+    const unanswered = this.pingAt > this.lastHeard ? now - this.pingAt : 0;
+    if (silent >= t.closeAfterMs && unanswered >= t.closeAfterMs - t.pingAfterMs) {
+      // Nothing heard, not even a pong: the connection is dead without having said so.
+      this.drop(4000, "no answer to pings");
+      this.scheduleRetry(`no answer for ${Math.floor(silent / 1000)} s`);
+      return;
+    }
+    if (silent >= t.staleAfterMs && unanswered >= t.staleAfterMs - t.pingAfterMs) {
+      const text = `No answer for ${Math.floor(silent / 1000)} s`;
+      if (this.state !== "stalled" || this.stalledText !== text) {
+        this.stalledText = text;
+        this.setState("stalled", text);
+      }
+    }
   }
 
   subscribe(symbol) {
@@ -195,6 +248,7 @@ export class Connection extends EventTarget {
   receive(data) {
     this.lastHeard = Date.now();
     this.stats.messages += 1;
+    if (this.state === "stalled") this.setState("open", "Live", true); // any message is life
     let msg;
     try {
       // The protocol promises text frames; binary ones holding the same UTF-8 JSON are read too.

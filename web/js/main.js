@@ -3,8 +3,11 @@
 // Feed messages only change state and mark panels dirty; each dirty panel is redrawn once in the next
 // animation frame (frame.js), however many messages arrived before it.
 
+import { AmendForm, describeAmend } from "./amend.js";
 import { BookState, BookView } from "./book.js";
+import { CancelAll, describeCancelAll } from "./cancelall.js";
 import { PriceChart } from "./chart.js";
+import { checkLimit, checkMarket } from "./checks.js";
 import { ColumnChars } from "./columns.js";
 import { Connection } from "./connection.js";
 import { describeOrder, describeResult, el, fmtPrice, fmtQty, fmtReason } from "./format.js";
@@ -25,6 +28,8 @@ const $ = (id) => document.getElementById(id);
 const page = {
   account: "", // the token: in open demo mode, the account name itself
   refused: false, // the server refused the token: order entry is not even tried
+  refusedWhy: "",
+  liveAs: null, // the account the server last named (shown again when a silence ends)
   symbols: [],
   symbol: null,
   book: new BookState(""),
@@ -32,6 +37,7 @@ const page = {
   ordersLoading: null, // updates that arrived while GET /orders was in flight
   ordersOf: null, // the account whose open orders the list holds (a reload for the same one is compared)
   known: new Map(), // orderId -> the highest seq a reload showed: an update as old is not news
+  amendBefore: new Map(), // orderId -> the order as the last amend sent for it saw it (for a late answer)
   session: Math.random().toString(36).slice(2, 8),
   sent: 0,
   lastOrder: null, // {key, clientOrderId, answeredAt, unconfirmed}: the last order sent, for repeats
@@ -58,11 +64,37 @@ const tape = new Tape($("tape"), new ColumnChars($("tape-table"), () => {
   invalidate("tape");
 }));
 const chart = new PriceChart($("chart"), $("chart-summary"));
+const amendForm = new AmendForm({
+  send: amendOrder,
+  precheck: checkAmend,
+  against: (side) => (side === "buy" ? page.book.bestAsk() : page.book.bestBid()),
+  span: () => [...$("orders-table").querySelectorAll("col")].filter((c) => getComputedStyle(c).display !== "none").length,
+  focusOut: (orderId) => {
+    orders.render(); // now: the button drawn while the amend was out is disabled, and takes no focus
+    const back = orders.amendButton(orderId) || $("orders").querySelector("button") || $("orders-title");
+    back.focus();
+  },
+});
 const orders = new MyOrders({
   tbody: $("orders"),
   empty: $("orders-empty"),
   onCancel: cancelOrder,
+  onAmend: (o) => {
+    amendForm.toggle(o);
+    orders.render(); // now, so the keyboard can go into the form
+    if (amendForm.isOpen()) amendForm.focus();
+  },
+  extraRow: (o) => amendForm.rowFor(o),
   columns: new ColumnChars($("orders-table"), () => invalidate("orders")),
+});
+const cancelAll = new CancelAll({
+  button: $("cancel-all"),
+  box: $("cancel-all-confirm"),
+  text: $("cancel-all-text"),
+  send: $("cancel-all-send"),
+  back: $("cancel-all-back"),
+  home: $("orders-title"),
+  run: cancelEvery,
 });
 const ticket = new Ticket($("ticket"), {
   answer: $("answer"),
@@ -74,9 +106,13 @@ const ticket = new Ticket($("ticket"), {
 
 onFrame("book", () => {
   bookView.render(page.book, orders.prices(page.symbol));
+  const waiting = page.symbol !== null && page.book.seq === null;
+  const stalled = conn.state === "stalled";
   $("book").dataset.seq = page.book.seq === null ? "" : String(page.book.seq);
-  $("book").classList.toggle("stale", page.symbol !== null && page.book.seq === null);
-  $("book-state").textContent = page.symbol && page.book.seq === null ? "Waiting for a snapshot…" : "";
+  $("book").classList.toggle("stale", waiting || stalled);
+  $("book-state").textContent = waiting
+    ? "Waiting for a snapshot…"
+    : stalled ? "The server is not answering: this book may be old." : "";
   renderQuote();
 });
 onFrame("tape", () => {
@@ -84,20 +120,34 @@ onFrame("tape", () => {
   renderQuote();
 });
 onFrame("chart", () => chart.render());
-onFrame("orders", () => orders.render());
+onFrame("orders", () => {
+  orders.render();
+  const open = amendForm.order;
+  if (open && !amendForm.sending && !orders.orders.has(open.orderId)) {
+    // Filled or cancelled while the form was open: its own line under Activity says how.
+    amendForm.close(false);
+    say(`Amend #${open.orderId} closed: the order is no longer open`, "warn");
+  }
+  const mine = orders.inSymbol(page.symbol).filter((o) => !orders.busy.has(o.orderId));
+  cancelAll.show(page.symbol, mine, [...orders.orders.values()].filter((o) => o.symbol !== page.symbol).length);
+});
 
-/** The header quote and the tab title; while the connection is down both say the prices are old. */
+/**
+ * The header quote and the tab title; while the connection is down, or the server silent, both say the
+ * prices are old (and the stylesheet marks every panel by body[data-feed]).
+ */
 function renderQuote() {
   const last = tape.last();
   const down = conn.state === "offline" || (conn.state === "connecting" && conn.stats.opened > 0);
-  document.body.dataset.feed = down ? "offline" : "live";
+  const feed = down ? "offline" : conn.state === "stalled" ? "stalled" : "live";
+  document.body.dataset.feed = feed;
   $("quote-symbol").textContent = page.symbol || "—";
   $("quote-last").textContent = last ? `${last.aggressor === "buy" ? "▲" : "▼"} ${fmtPrice(last.price)}` : "—";
   $("quote-last").className = last ? last.aggressor : "";
   $("quote-bid").textContent = fmtPrice(page.book.bestBid());
   $("quote-ask").textContent = fmtPrice(page.book.bestAsk());
   const title = page.symbol ? `${page.symbol} ${last ? fmtPrice(last.price) : ""} · tickflow` : "tickflow";
-  document.title = down ? `Offline · ${title}` : title;
+  document.title = feed === "offline" ? `Offline · ${title}` : feed === "stalled" ? `No answer · ${title}` : title;
 }
 
 /** The levels of each side the book shows (fewer on a phone: the stylesheet's --book-rows). */
@@ -119,21 +169,31 @@ const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.hos
 const conn = new Connection(wsUrl);
 
 conn.addEventListener("state", (ev) => {
-  const { state, text } = ev.detail;
+  const { state, text, resumed } = ev.detail;
   $("conn").dataset.state = state;
   $("conn-text").textContent = text;
-  if (state === "open") {
+  if (state === "open" && resumed) {
+    // The same socket, heard from again after a silence: nothing was missed, so nothing is reloaded.
+    if (page.refused) showRefused(page.refusedWhy);
+    else if (page.liveAs) $("conn-text").textContent = `Live as ${page.liveAs}`;
+  } else if (state === "open") {
     loadSymbols(); // symbols may have come or gone while the server was away
     loadAccounts();
   } else if (state === "offline" && page.book.seq !== null) {
     page.book.seq = null; // whatever we hold may be stale; the next snapshot replaces it
   }
+  // While the server is silent, the ticket says an order may not be confirmed.
+  $("t-stalled").hidden = state !== "stalled";
+  $("t-stalled").textContent = state === "stalled"
+    ? `${text} from the server: an order sent now may not be confirmed until it answers.`
+    : "";
   invalidate("book");
 });
 
 conn.addEventListener("auth", (ev) => {
   // The token is never shown: only the account the server names (in demo mode the same text).
   page.refused = false;
+  page.liveAs = ev.detail.account;
   $("conn-text").textContent = `Live as ${ev.detail.account}`;
   // Again for the same account: after an outage. What changed meanwhile is then said under Activity.
   loadOrders(page.ordersOf === page.account);
@@ -141,6 +201,7 @@ conn.addEventListener("auth", (ev) => {
 
 function showRefused(why) {
   page.refused = true;
+  page.refusedWhy = why;
   $("conn").dataset.state = "refused";
   $("conn-text").textContent = `Token refused (${why}): market data only`;
 }
@@ -398,6 +459,7 @@ function selectSymbol(symbol) {
   prefs.save("symbol", symbol);
   tape.clear();
   $("book-symbol").textContent = symbol;
+  invalidate("orders"); // Cancel all is for the symbol on screen
   $("chart-symbol").textContent = symbol;
   if (ticket.symbol !== symbol) ticket.setSymbols(page.symbols, symbol);
   conn.subscribe(symbol);
@@ -408,11 +470,14 @@ function selectSymbol(symbol) {
 
 // ------------------------------------------------------------------ order entry
 
-/** Send over the WebSocket when it is up, else over HTTP; answers {status, body}. */
-async function call(op, httpMethod, httpPath, body) {
-  if (conn.isOpen) return conn.request({ op, ...body });
+/**
+ * Send over the WebSocket when it is up, else over HTTP (with `httpBody`, none for DELETE); answers
+ * {status, body}.
+ */
+async function call(op, httpMethod, httpPath, fields, httpBody = httpMethod === "DELETE" ? undefined : fields) {
+  if (conn.isOpen) return conn.request({ op, ...fields });
   try {
-    return await http(httpMethod, httpPath, { token: page.account, body: httpMethod === "DELETE" ? undefined : body });
+    return await http(httpMethod, httpPath, { token: page.account, body: httpBody });
   } catch {
     return { status: 0, body: { error: "the server cannot be reached; nothing was confirmed" } };
   }
@@ -420,39 +485,27 @@ async function call(op, httpMethod, httpPath, body) {
 
 /**
  * Before sending: nothing while the server refuses the token; a confirmation for a market order larger
- * than the side of the book on screen, saying what it would sweep.
+ * than the side of the book on screen, and for a limit order that trades through the book (checks.js).
  */
 function checkOrder(order) {
   if (page.refused) {
     return { refuse: "The server refused your token, so nothing was sent: enter a valid one in the field at the top." };
   }
-  if (order.type !== "market") return null;
-  const fok = order.tif === "fok";
-  const what = `Market ${order.side} ${fmtQty(order.qty)} ${order.symbol}${fok ? " fill or kill" : ""}`;
-  const action = `Send ${order.side} ${fmtQty(order.qty)} at market${fok ? " FOK" : ""}`;
-  if (page.book.seq === null) {
-    return { confirm: `${what}: the book is not live, so what it would take cannot be checked.`, action };
-  }
-  const { shown, all, reach } = page.book.sweep(order.side, order.qty, shownDepth());
-  if (all.levels === 0) return null; // an empty side fills nothing: the server says so
-  const side = order.side === "buy" ? "ask" : "bid";
-  const levels = (n) => `${n} ${side}${n === 1 ? "" : "s"}`;
-  if (fok && reach === null) {
-    // Fill or kill: all of it or nothing. Larger than the whole side, it trades nothing at all.
-    return {
-      confirm: `${what} would not fill at all: the whole ${side} side holds ${fmtQty(all.qty)} ` +
-        `(${levels(all.levels)}, as far as ${fmtPrice(all.last)}), less than ${fmtQty(order.qty)}, ` +
-        "so the order would be cancelled with nothing traded.",
-      action: `${action} anyway`,
-    };
-  }
-  if (order.qty <= shown.qty) return null;
-  const confirm = reach === null
-    ? `${what} would sweep the whole ${side} side: ${levels(all.levels)}, ${fmtQty(all.qty)} in all, ` +
-      `as far as ${fmtPrice(all.last)}; the other ${fmtQty(order.qty - all.qty)} would be cancelled.`
-    : `${what} goes past the ${levels(shown.levels)} shown (${fmtQty(shown.qty)}, to ${fmtPrice(shown.last)}) ` +
-      `and would trade as far as ${fmtPrice(reach)}.`;
-  return { confirm, action };
+  if (order.type === "market") return checkMarket(order, page.book, shownDepth(), bookDoubt());
+  if (order.postOnly) return null; // it never trades: the server rejects it if it would
+  const what = `Limit ${order.side} ${fmtQty(order.qty)} ${order.symbol} @ ${fmtPrice(order.price)}`;
+  return checkLimit(order, page.book, shownDepth(), what, `Send ${order.side} ${fmtQty(order.qty)} @ ${fmtPrice(order.price)}`);
+}
+
+function silentSecs() {
+  return Math.floor((Date.now() - conn.lastHeard) / 1000);
+}
+
+/** Why the book on screen cannot be trusted now, or null. */
+function bookDoubt() {
+  if (page.book.seq === null) return "the book is not live";
+  if (conn.state === "stalled") return `the server has not answered for ${silentSecs()} s`;
+  return null;
 }
 
 /** Where Up and Down start in an empty price field: the price a buy would pay (best ask), a sell get. */
@@ -520,6 +573,11 @@ conn.addEventListener("late", (ev) => {
     cancelAnswered(request.orderId, { status, body }, " (the answer came late)");
     return;
   }
+  if (request.op === "amend") {
+    const before = page.amendBefore.get(request.orderId);
+    if (before) amendAnswered(before, request, { status, body }, " (the answer came late)");
+    return;
+  }
   if (request.op !== "order") return;
   const last = page.lastOrder;
   const current = last !== null && last.clientOrderId === request.clientOrderId && last.unconfirmed;
@@ -558,11 +616,7 @@ async function cancelOrder(o) {
 function cancelAnswered(orderId, res, note = "") {
   const body = res.body || {};
   const id = `#${orderId}`;
-  const now = res.status === 200 ? body : res.status === 409 && body.order ? body.order : null;
-  if (now) {
-    orders.upsert(now);
-    page.known.set(orderId, Math.max(now.seq, page.known.get(orderId) ?? 0));
-  }
+  const now = orderNow(orderId, res);
   const filled = (o) => (o.filledQty ? ` (${fmtQty(o.filledQty)} of ${fmtQty(o.qty)} had filled)` : "");
   const off = (o) => `${fmtQty(o.remainingQty)} ${o.symbol} off the book${filled(o)}`;
   if (res.status === 200) {
@@ -589,15 +643,87 @@ function cancelAnswered(orderId, res, note = "") {
   invalidate("book");
 }
 
+/** The order as a cancel's or amend's answer has it (a 200's body, a refusal's `order`), taken in; or null. */
+function orderNow(orderId, res) {
+  const body = res.body || {};
+  const now = res.status === 200 ? body : res.status >= 400 && body.order ? body.order : null;
+  if (now) {
+    orders.upsert(now);
+    page.known.set(orderId, Math.max(now.seq, page.known.get(orderId) ?? 0));
+  }
+  return now;
+}
+
+/**
+ * Cancel all (cancelall.js): one cancel per order, all in flight at once over the WebSocket (over HTTP
+ * when it is down), then one line under Activity for the lot.
+ */
+async function cancelEvery(list) {
+  const symbol = page.symbol;
+  const account = page.account;
+  for (const o of list) orders.busy.add(o.orderId);
+  invalidate("orders");
+  const answers = await Promise.all(list.map((o) => call("cancel", "DELETE", `/orders/${o.orderId}`, { orderId: o.orderId })));
+  for (const o of list) orders.busy.delete(o.orderId);
+  invalidate("orders");
+  if (account !== page.account) return;
+  const outcomes = list.map((o, i) => ({ before: o, res: answers[i], now: orderNow(o.orderId, answers[i]) }));
+  const { text, kind } = describeCancelAll(symbol, outcomes);
+  say(text, kind);
+  if (outcomes.some(({ res }) => res.status === 404)) loadOrders();
+  invalidate("book");
+}
+
+/**
+ * Amend an order (the form in amend.js): over the WebSocket, or `PATCH /orders/{id}` when it is down.
+ * What came of it is said under Activity; the form gets the same words.
+ */
+async function amendOrder(o, fields) {
+  const account = page.account;
+  orders.amending.add(o.orderId);
+  page.amendBefore.set(o.orderId, o);
+  invalidate("orders");
+  const res = await call("amend", "PATCH", `/orders/${o.orderId}`, { orderId: o.orderId, ...fields }, fields);
+  orders.amending.delete(o.orderId);
+  if (!(res.status === 0 && res.body && res.body.late)) page.amendBefore.delete(o.orderId); // none to come late
+  invalidate("orders");
+  if (account !== page.account) return null;
+  return amendAnswered(o, fields, res);
+}
+
+function amendAnswered(before, fields, res, note = "") {
+  const outcome = describeAmend(before, fields, res, note);
+  orderNow(before.orderId, res);
+  say(outcome.text, outcome.kind);
+  if (res.status === 404) loadOrders();
+  invalidate("orders");
+  invalidate("book");
+  return outcome;
+}
+
+/** Before an amend goes: the limit-order check for the price and what could still trade (checks.js). */
+function checkAmend(o, price, qty) {
+  if (page.refused) return null; // the server says so
+  if (o.postOnly) return null;
+  const what = `Amend #${o.orderId} to ${o.side} ${fmtQty(qty)} ${o.symbol} @ ${fmtPrice(price)}`;
+  const book = o.symbol === page.symbol ? page.book : null;
+  if (!book) return null;
+  return checkLimit({ side: o.side, price, qty: qty - o.filledQty, tif: o.tif }, book, shownDepth(), what,
+    `Amend to ${fmtQty(qty)} @ ${fmtPrice(price)} anyway`);
+}
+
 // ------------------------------------------------------------------ settings
 
 /** Use a token: any text the server may know (in open demo mode, an account name). Shown only masked. */
 function useAccount(token) {
   page.account = token;
   page.refused = false;
+  page.liveAs = null;
   page.lastOrder = null;
   page.ordersOf = null;
   page.known.clear();
+  page.amendBefore.clear();
+  amendForm.close(false);
   prefs.save("account", token);
   $("account").value = token;
   orders.reset([]);
@@ -646,4 +772,4 @@ useAccount(savedAccount || `guest-${page.session.slice(0, 4)}`);
 invalidate("book");
 
 /** For tests and the curious: the page's state, read-only by convention. */
-window.tickflow = { conn, frameStats, orders, chart, tape, stats: page.stats, get book() { return page.book; } };
+window.tickflow = { conn, frameStats, orders, chart, tape, amendForm, stats: page.stats, get book() { return page.book; } };

@@ -1,4 +1,5 @@
-// My open orders: loaded over HTTP, kept current by the private order updates, each with a cancel button.
+// My open orders: loaded over HTTP, kept current by the private order updates, each with an Amend and a
+// Cancel button. The amend form (amend.js) is a row of its own under its order's, kept across redraws.
 
 import { arrow, el, fitQty, fmtPrice, fmtQty, fmtStatus } from "./format.js";
 
@@ -15,14 +16,26 @@ export function filledOfQty(filled, qty, chars) {
 }
 
 export class MyOrders {
-  /** `columns` (ColumnChars) says how many characters the Filled / Qty column holds. */
-  constructor({ tbody, empty, onCancel, columns }) {
+  /**
+   * `columns` (ColumnChars) says how many characters the Filled / Qty column holds; `onAmend(order)` opens
+   * or closes the amend form, and `extraRow(order)` answers the row to show under the order's (the form),
+   * or null.
+   */
+  constructor({ tbody, empty, onCancel, onAmend, extraRow, columns }) {
     this.tbody = tbody;
     this.empty = empty;
     this.onCancel = onCancel;
+    this.onAmend = onAmend;
+    this.extraRow = extraRow;
     this.columns = columns;
     this.orders = new Map(); // orderId -> order result
     this.busy = new Set(); // orderIds with a cancel in flight
+    this.amending = new Set(); // orderIds with an amend in flight
+  }
+
+  /** My open orders in one symbol, oldest first. */
+  inSymbol(symbol) {
+    return [...this.orders.values()].filter((o) => o.symbol === symbol).sort((a, b) => a.orderId - b.orderId);
   }
 
   /** Replace the list with the server's (GET /orders?status=open). */
@@ -49,19 +62,32 @@ export class MyOrders {
   }
 
   render() {
-    const rows = [...this.orders.values()]
-      .sort((a, b) => a.orderId - b.orderId)
-      .map((o) => this.row(o));
-    const focused = document.activeElement && this.tbody.contains(document.activeElement)
-      ? document.activeElement.dataset.orderId
-      : undefined;
-    this.tbody.replaceChildren(...rows);
-    this.empty.hidden = rows.length > 0;
-    if (focused !== undefined) {
-      // Keep the keyboard where it was: on the same order's button, else on the next one.
-      const again = this.tbody.querySelector(`button[data-order-id="${focused}"]`) || this.tbody.querySelector("button");
-      if (again) again.focus();
+    const rows = [];
+    for (const o of [...this.orders.values()].sort((a, b) => a.orderId - b.orderId)) {
+      rows.push(this.row(o));
+      const extra = this.extraRow(o);
+      if (extra) rows.push(extra);
     }
+    const active = document.activeElement;
+    const focused = active && this.tbody.contains(active) ? active : null;
+    this.tbody.replaceChildren(...rows);
+    this.empty.hidden = this.orders.size > 0;
+    if (focused === null) return;
+    // Keep the keyboard where it was: in the amend form (kept across redraws), on the same order's button,
+    // else on the next order's.
+    if (focused.isConnected) {
+      focused.focus();
+      return;
+    }
+    const { orderId, action } = focused.dataset;
+    const again = this.tbody.querySelector(`button[data-order-id="${orderId}"][data-action="${action}"]`) ||
+      this.tbody.querySelector("button");
+    if (again) again.focus();
+  }
+
+  /** The order's Amend button, if it is listed: where the keyboard goes back to from the amend form. */
+  amendButton(orderId) {
+    return this.tbody.querySelector(`button[data-order-id="${orderId}"][data-action="amend"]`);
   }
 
   row(o) {
@@ -77,6 +103,7 @@ export class MyOrders {
     const button = el("button", "cancel", busy ? "Cancelling…" : "Cancel");
     button.type = "button";
     button.dataset.orderId = String(o.orderId);
+    button.dataset.action = "cancel";
     button.disabled = busy;
     button.setAttribute("aria-label", `Cancel ${what}`);
     button.addEventListener("click", () => {
@@ -86,8 +113,17 @@ export class MyOrders {
       button.textContent = "Cancelling…";
       this.onCancel(o);
     });
+    const amending = this.amending.has(o.orderId);
+    const amend = el("button", "amend", amending ? "Amending…" : "Amend");
+    amend.type = "button";
+    amend.dataset.orderId = String(o.orderId);
+    amend.dataset.action = "amend";
+    amend.disabled = amending || busy;
+    amend.setAttribute("aria-label", `Amend ${what}`);
+    amend.setAttribute("aria-expanded", String(this.extraRow(o) !== null));
+    amend.addEventListener("click", () => this.onAmend(o));
     const action = el("td", "action");
-    action.append(button);
+    action.append(amend, button);
     const symbol = el("td", "symbol", o.symbol);
     symbol.title = o.symbol;
     tr.append(

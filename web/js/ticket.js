@@ -18,13 +18,14 @@ export function readWhole(text) {
   return null;
 }
 
-function wholeIn(text, min, max) {
+/** The whole number the text shows, if it is one in [min, max]; else null. */
+export function wholeIn(text, min, max) {
   const n = readWhole(text);
   return n !== null && Number.isSafeInteger(n) && n >= min && n <= max ? n : null;
 }
 
 /** Why a field's text is not a whole number in range, in words. */
-function wholeError(name, text, range) {
+export function wholeError(name, text, range) {
   const s = String(text ?? "").trim();
   const shown = s.length > 16 ? `${s.slice(0, 16)}…` : s;
   const base = `${name} must be a whole number ${range}`;

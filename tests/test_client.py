@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import aiohttp
@@ -349,14 +350,16 @@ async def test_another_server_at_the_address_is_followed_afresh(tmp_path: Path) 
                 await moe.place_order("ACME", "sell", 1, 100)
                 await ws.place_order("ACME", "buy", 1, 100)
             await wait_for(lambda: ws._last_trade.get("ACME") == 5)
-            old_seq = ws.last_seq
+            old_seq, old_started = ws.last_seq, ws.log_started
+            assert old_started is not None and old_started == (await moe.health()).log_started
             await asyncio.to_thread(first.kill)
             await wait_for(lambda: ws.state == "reconnecting")
             await asyncio.to_thread(second.start)
             await ws.wait_connected(10)
+            began = (await moe.health()).log_started  # the second server's
             assert [e.reason for e in events if isinstance(e, ServerChanged)] == \
-                [f"its log is at seq 1, behind the {old_seq} seen"]  # its one record: the book opened
-            assert ws.last_seq < old_seq
+                [f"another exchange at this address: its log began at {_when(began, old_started)}"]
+            assert ws.last_seq < old_seq and ws.log_started == began
 
             await moe.place_order("ACME", "sell", 1, 100)  # order 1 and trade 1 of the new server
             mine = await ws.place_order("ACME", "buy", 3, 100)  # order 2: id seen filled on the old one
@@ -367,6 +370,125 @@ async def test_another_server_at_the_address_is_followed_afresh(tmp_path: Path) 
     finally:
         first.kill()
         second.kill()
+
+
+def _when(theirs: int | None, ours: int | None) -> str:
+    """`2026-12-05 03:12:07 UTC, not 2026-12-04 21:40:12 UTC`, as the reason puts two log start times
+    (with milliseconds when they fall in the same second)."""
+    assert theirs is not None and ours is not None
+    fmt = "%Y-%m-%d %H:%M:%S.%f" if theirs // 1000 == ours // 1000 else "%Y-%m-%d %H:%M:%S"
+
+    def at(ms: int) -> str:
+        text = datetime.fromtimestamp(ms / 1000, timezone.utc).strftime(fmt)
+        return (text[:-3] if "." in text else text) + " UTC"
+
+    return f"{at(theirs)}, not {at(ours)}"
+
+
+async def test_another_exchange_further_on_is_told_by_when_its_log_began(tmp_path: Path) -> None:
+    """Another exchange (a fresh data directory) at the address whose log has gone further than the
+    one followed, and holds no trade the session saw: its seq is not behind, so only `GET /health`'s
+    logStarted tells it apart, and it does, whatever the seq says."""
+    first = ServerProcess(tmp_path / "one", symbols=["ACME"], durability="none")
+    first.start()
+    second = ServerProcess(tmp_path / "two", symbols=["ACME"], durability="group")
+    events: list[Event] = []
+    try:
+        second.start()  # on a port of its own first, to go further than the first will
+        async with Client(second.url, "moe") as moe:
+            for i in range(30):
+                await moe.place_order("ACME", "sell", 1, 200 + i)
+            ahead = (await moe.health())
+        second.stop()
+        async with Session(first.url, "lena", symbols=["ACME"], backoff=Backoff(0.05, 0.2)) as ws:
+            ws.add_listener(events.append)
+            assert ws.log_started is not None  # known from the first connection on
+            mine = await ws.place_order("ACME", "buy", 2, 100)  # rests: no trade seen
+            await wait_for(lambda: mine.order_id in ws.orders and ws.last_seq >= mine.seq)
+            old_seq, old_started = ws.last_seq, ws.log_started
+            assert ahead.seq > old_seq and ahead.log_started != old_started
+            await asyncio.to_thread(first.kill)
+            await wait_for(lambda: ws.state == "reconnecting")
+            second.port = first.port
+            await asyncio.to_thread(second.restart)
+            await ws.wait_connected(10)
+            changed = [e for e in events if isinstance(e, ServerChanged)]
+            assert [e.reason for e in changed] == \
+                [f"another exchange at this address: its log began at {_when(ahead.log_started, old_started)}"]
+            assert ws.log_started == ahead.log_started
+            assert mine.order_id not in ws.orders  # the old exchange's order is let go
+            await wait_for(lambda: "ACME" in ws.books and ws.books["ACME"].live)
+            assert ws.books["ACME"].best_ask == Level(200, 1, 1)  # the new exchange's book
+    finally:
+        first.kill()
+        second.kill()
+
+
+async def test_a_restart_of_the_same_exchange_is_not_another(tmp_path: Path) -> None:
+    """kill -9 and a restart on the same data directory: the same logStarted, so nothing is let go."""
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"], durability="group")
+    proc.start()
+    events: list[Event] = []
+    try:
+        async with Session(proc.url, "lena", symbols=["ACME"], backoff=Backoff(0.05, 0.2)) as ws:
+            ws.add_listener(events.append)
+            started = ws.log_started
+            async with Client(proc.url, "moe") as moe:
+                assert started is not None and started == (await moe.health()).log_started
+            for restart in (proc.kill, proc.stop):
+                mine = await ws.place_order("ACME", "buy", 2, 100)
+                await wait_for(lambda: ws.last_seq >= mine.seq)  # its update seen, too
+                await asyncio.to_thread(restart)
+                await wait_for(lambda: ws.state == "reconnecting")
+                await asyncio.to_thread(proc.restart)
+                await ws.wait_connected(10)
+                assert ws.log_started == started
+                assert mine.order_id in ws.orders and ws.last_seq >= mine.seq
+            assert not [e for e in events if isinstance(e, ServerChanged)]
+    finally:
+        proc.kill()
+
+
+async def test_whether_it_is_another_exchange_falls_back_on_the_seq_when_the_server_does_not_say() -> None:
+    """`GET /health` without logStarted (an older server) or with null (no record yet) leaves the
+    decision to the seq and trades; with both times known they decide, whatever the seq."""
+    from tickflow.net.client import Health
+
+    class Server:
+        def __init__(self) -> None:
+            self.health_ = Health("ok")
+
+        async def health(self) -> Health:
+            return self.health_
+
+        async def trades(self, *args: object, **kwargs: object) -> list[Trade]:
+            return []
+
+    server = Server()
+    session = Session("http://127.0.0.1:9", "alice")
+    session._http_client = server  # type: ignore[assignment]
+
+    async def told(seq: int, started: int | None, remembered: int | None, last_seq: int = 700) -> str | None:
+        server.health_ = Health("ok", seq=seq, log_started=started)
+        session.log_started, session.last_seq = remembered, last_seq
+        return await session._other_server()
+
+    assert msgspec.json.decode(b'{"status":"ok","seq":3}', type=Health).log_started is None  # an older server
+    assert msgspec.json.decode(b'{"status":"ok","seq":3,"logStarted":5}', type=Health).log_started == 5
+    t1, t2 = 1796440821046, 1796440899512
+    assert await told(3, None, None) == "its log is at seq 3, behind the 700 seen"
+    assert await told(3, None, t1) == "its log is at seq 3, behind the 700 seen"
+    assert session.log_started is None  # another exchange, whose log has no record yet
+    assert await told(3, t2, None) == "its log is at seq 3, behind the 700 seen"
+    assert session.log_started == t2
+    assert await told(900, None, t1) is None and session.log_started == t1  # the same, as far as seqs tell
+    assert await told(900, t1, None) is None and session.log_started == t1  # now known
+    assert await told(3, t1, t1) is None  # the same exchange: its own word counts, not the seq
+    assert await told(900, t2, t1) == \
+        "another exchange at this address: its log began at 2026-12-05 03:21:39 UTC, not 2026-12-05 03:20:21 UTC"
+    assert session.log_started == t2
+    assert await told(900, t2 + 100, t2) == "another exchange at this address: its log began at " \
+        "2026-12-05 03:21:39.612 UTC, not 2026-12-05 03:21:39.512 UTC"
 
 
 async def test_a_refused_token_stops_the_session(tmp_path: Path) -> None:

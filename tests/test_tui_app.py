@@ -188,8 +188,12 @@ async def test_every_binding_has_a_palette_entry_and_help() -> None:
         palette_actions = {action for _, action, _ in ACTIONS}
         for binding in app.BINDINGS:
             action = binding.action  # type: ignore[union-attr]
-            if action.startswith("goto('book')") and binding.key == "escape":  # type: ignore[union-attr]
+            if action in ("leave_field", "jump_next(1)", "jump_next(-1)"):  # escape, tab: not commands
                 continue
+            # A command key acts unless typed in a field: key('goto', 'book') is the palette's goto('book').
+            if action.startswith("key("):
+                name, *args = action[4:-1].replace("'", "").split(", ")
+                action = f"{name}({', '.join(repr(a) for a in args)})" if args else name
             assert action in palette_actions, action
         provider = TickflowCommands(app.screen)
         titles = [hit.display async for hit in provider.discover()]
@@ -483,6 +487,15 @@ def _result(app: TickflowApp) -> str:
     return str(app.query_one("#result", Static).render())
 
 
+def _post_keys(app: TickflowApp, keys: str) -> None:
+    """Keys queued at once, as a paste without bracketed-paste mode, a fast typist or a busy screen
+    delivers them: the app takes each before any widget has handled the one before."""
+    for key in keys:
+        name = {"\t": "tab", "\n": "enter", "\x1b": "escape", ".": "full_stop", "-": "minus", ",": "comma"
+                }.get(key, key)
+        app.post_message(events.Key(name, key if key.isprintable() else None))
+
+
 async def test_digits_typed_fast_after_t_land_in_the_price_whole() -> None:
     app = fixed_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -491,36 +504,121 @@ async def test_digits_typed_fast_after_t_land_in_the_price_whole() -> None:
             app.query_one("#price", Input).value = before  # what was there is replaced, as on focusing it
             app.query_one(start).focus()
             await settle(pilot)
-            for key in "t9990":  # queued at once, as a paste or a fast typist delivers them
-                app.post_message(events.Key(key, key))
+            _post_keys(app, "t9990")
             await settle(pilot)
             assert (app.focused, app.query_one("#price", Input).value) == (app.query_one("#price"), "9990"), start
-        app.query_one("#price", Input).value = ""
+        for start in ("#book", "#orders"):  # there, a digit starts the price
+            app.query_one("#price", Input).value = "5"
+            app.query_one(start).focus()
+            await settle(pilot)
+            _post_keys(app, "10")
+            await settle(pilot)
+            assert (app.focused, app.query_one("#price", Input).value) == (app.query_one("#price"), "10"), start
         app.query_one("#book").focus()
         await settle(pilot)
-        await pilot.press(*"10")  # on the book, a digit starts the price
-        assert app.query_one("#price", Input).value == "10"
+        await pilot.press("５", "0")  # a digit of another script too, shown as the digit that will be sent
+        assert app.query_one("#price", Input).value == "50"
 
 
-async def test_a_whole_ticket_typed_fast_lands_key_by_key_where_it_was_typed() -> None:
-    """Keys queued on the book before `t` moved the focus: the digits went to the price, and the `.`
-    and the tab were lost, so `t100<tab>2.5` read as a price of 10025."""
+async def test_keys_typed_fast_behind_a_focus_move_land_where_they_were_typed() -> None:
+    """`t-5` typed fast or pasted key by key on the book read as a price of 5: `t` moved the focus only
+    once it had bubbled up to the app's binding, and the `-` queued behind it reached the book first and
+    was lost. A tab in the price field likewise moved on after the keys behind it had gone into the
+    price (`t100` tab `2.5` read 1002.5). Every key that moves the focus now acts as the app takes it."""
     app = fixed_app(answer=_accept)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         backend: FixedBackend = app.backend  # type: ignore[assignment]
-        for keys in ("t100\t2.5", "t100\t25\n"):
-            for field in ("#price", "#qty"):
-                app.query_one(field, Input).value = ""
-            app.query_one("#book").focus()
+        price, qty = app.query_one("#price", Input), app.query_one("#qty", Input)
+
+        async def typed(start: str, *bursts: str) -> tuple[str, str]:
+            price.value = qty.value = ""
+            app.query_one(start).focus()
             await settle(pilot)
-            for key in keys:  # queued at once, as a paste or a busy screen delivers them
-                name = {"\t": "tab", "\n": "enter", ".": "full_stop"}.get(key, key)
-                app.post_message(events.Key(name, key if key.isprintable() else None))
-            await settle(pilot)
-            assert (app.query_one("#price", Input).value, app.query_one("#qty", Input).value) == \
-                ("100", keys[5:].strip()), keys
+            for burst in bursts:  # each burst queued at once; the screen settles between them
+                _post_keys(app, burst)
+                await settle(pilot)
+            return price.value, qty.value
+
+        for start in ("#book", "#orders", "#side", "#post-only"):
+            assert await typed(start, "t-5") == ("-5", ""), start
+        for start in ("#book", "#orders"):
+            assert await typed(start, "t,5") == (",5", ""), start
+            assert await typed(start, "t100\t2.5") == ("100", "2.5"), start
+            assert await typed(start, "t100", "\t2.5") == ("100", "2.5"), start  # tab after the focus moved
+        assert await typed("#book", "t-5\t10\n") == ("-5", "10")
+        assert "not sent: price (in ticks) must be a whole number, digits only: not “-5”" in _result(app)
+        assert await typed("#book", "t100\t5", "\x1bo") == ("100", "5")  # escape, o: out of the field
+        assert app.focused is app.query_one("#orders")
+        assert await typed("#book", "t9", "\x1bd5") == ("5", "")  # escape, d, then a digit on the book
+        assert await typed("#book", "t100\t2", "\t\t\t\t", "\x1b") == ("100", "2")  # round the ticket
+        assert app.focused is app.query_one("#book")
+        assert backend.calls == []
+        assert await typed("#book", "t100\t25\n") == ("100", "25")
         assert [args["qty"] for _, args in backend.calls] == [25]
+        # Letters in a field are text, escape in an open list closes only the list.
+        assert await typed("#book", "t", "1tdo") == ("1tdo", "")
+        assert app.focused is price
+        app.query_one("#tif", Select).focus()
+        await pilot.press("space")
+        assert app.query_one("#tif", Select).expanded
+        await pilot.press("escape")
+        assert not app.query_one("#tif", Select).expanded
+        assert app.focused is app.query_one("#tif")
+
+
+async def test_a_paste_is_text_handled_like_typed_text() -> None:
+    """Pasted into a number field, `10,000`, `2.5` or `-5` is kept and refused as typing it is; pasted
+    on the book or my orders it starts the price as a typed digit does (never read as commands)."""
+    app = fixed_app(answer=_accept)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        price, qty = app.query_one("#price", Input), app.query_one("#qty", Input)
+        for field, other, text, what in (("#price", "#qty", "-5", "price (in ticks)"),
+                                         ("#price", "#qty", "2.5", "price (in ticks)"),
+                                         ("#qty", "#price", "10,000", "quantity"),
+                                         ("#qty", "#price", "2.5", "quantity"),
+                                         ("#qty", "#price", "1e3", "quantity")):
+            app.query_one(other, Input).value = "7"
+            app.query_one(field, Input).value = "123"
+            await pilot.press("escape", "t")
+            if field == "#qty":
+                await pilot.press("tab")
+            app.post_message(events.Paste(text))  # replaces what focusing selected, as typing would
+            await settle(pilot)
+            assert app.query_one(field, Input).value == text
+            assert f"{what} must be a whole number, digits only: not “{text}”" in _result(app)
+            await pilot.press("enter")
+            await settle(pilot)
+            assert f"not sent: {what} must be a whole number" in _result(app)
+        assert backend.calls == []
+        qty.value = "7"
+        for start in ("#book", "#orders"):
+            for text, shown in (("t-5", "t-5"), ("10002", "10002"), ("１０００３", "10003"), ("9\nq", "9")):
+                price.value = "1"
+                app.query_one(start).focus()
+                await settle(pilot)
+                app.post_message(events.Paste(text))
+                await settle(pilot)
+                assert (app.focused, price.value) == (price, shown), (start, text)
+            await pilot.press("enter")
+            await settle(pilot)
+        assert [(args["price"], args["qty"]) for _, args in backend.calls] == [(9, 7), (9, 7)]
+        assert app.is_running  # the `q` pasted was text, not quit
+        # In the amend dialog as well.
+        await pilot.press("escape", "o", "a")
+        await settle(pilot)
+        amend_qty = app.screen.query_one("#amend-qty", Input)
+        amend_qty.focus()
+        await settle(pilot)
+        app.post_message(events.Paste("2.5"))
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert amend_qty.value == "2.5"
+        assert "digits only" in str(app.screen.query_one("#amend-error", Static).render())
+        assert not [c for c in backend.calls if c[0] == "amend"]
 
 
 async def test_enter_sends_from_every_ticket_field_and_space_toggles_post_only() -> None:
@@ -711,6 +809,39 @@ async def test_cancel_and_amend_keys_act_only_in_my_orders() -> None:
         assert backend.calls == [("cancel", {"orderId": 43})]
 
 
+async def test_an_amend_or_cancel_typed_fast_acts_on_the_chosen_order_not_the_ticket() -> None:
+    """`a12` enter typed fast in My orders: the `a` opened the dialog only once it had bubbled up to the
+    app, so the `12` started the ticket's price (a digit there does) and the enter sent a new order at
+    12 instead of amending the chosen one to 12. Likewise `c5` cancelled nothing."""
+    def answer(call: str, args: dict) -> Order | Exception:  # type: ignore[type-arg]
+        if call == "amend":
+            return order(args["orderId"], "buy", 9_995, args["qty"] or 100, 40, seq=901)
+        if call == "cancel":
+            return _cancel_answer(call, args)
+        return ApiError(400, {"error": "no new orders here"})
+
+    app = fixed_app(answer=answer)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        orders, price = app.query_one(MyOrders), app.query_one("#price", Input)
+        await pilot.press("o")
+        assert orders.selected is not None and orders.selected.order_id == 41
+        _post_keys(app, "a120\n")
+        await settle(pilot)
+        assert backend.calls == [("amend", {"orderId": 41, "qty": 120, "price": None})]
+        assert app.screen is app.screen_stack[0] and app.focused is orders and price.value == ""
+        _post_keys(app, "aq2")  # a `q` behind `a` is text in the dialog, not quit
+        await settle(pilot)
+        assert app.is_running and app.screen.query_one("#amend-qty", Input).value == "q2"
+        await pilot.press("escape")
+        await settle(pilot)
+        _post_keys(app, "c5")  # cancels the chosen order, then the digit starts the price
+        await settle(pilot)
+        assert backend.calls[1:] == [("cancel", {"orderId": 41})]
+        assert (app.focused, price.value) == (price, "5")
+
+
 async def test_cancelling_keeps_the_cursor_on_the_next_order() -> None:
     events, bars, _ = busy_feed()
     mine = [order(i, "buy", 9_990 - i, 10, seq=400 + i) for i in range(51, 56)]
@@ -787,7 +918,7 @@ async def test_another_server_at_the_address_starts_the_screen_afresh() -> None:
     """Its seqs, trade ids and order ids start again: an order id seen closed was refused, the header
     kept the old seq, and the bars were cut at the old server's trade id."""
     app = fixed_app()
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with app.run_test(size=(140, 40), notifications=True) as pilot:
         await settle(pilot)
         backend: FixedBackend = app.backend  # type: ignore[assignment]
         backend.emit(OrderChanged(order(41, "buy", 9_995, 100, 100, status="filled", seq=700)))
@@ -809,6 +940,13 @@ async def test_another_server_at_the_address_starts_the_screen_afresh() -> None:
         assert [t.trade_id for t in app.market.tape()] == [1]
         assert _chart_volumes(app) == [(T0 + 3_600_000, 2)]
         assert app.market.bars_cut("ACME") == Cut(T0 + 3_600_001, 2)
+        said = "another exchange at this address: its log began at 2026-12-05 03:21:39 UTC, not 2026-12-05 03:20:21 UTC"
+        backend.emit(ServerChanged(said))
+        await settle(pilot)
+        told = " ".join(str(toast.render()) for toast in app.screen.query(Toast)).replace("\n", " ")
+        assert "(its log is at seq 3, behind the 700 seen): reloading" in told
+        assert "log began at 2026-12-05 03:21:39 UTC, not 2026-12-05 03:20:21 UTC: reloading" in told
+        assert told.count("another") == 2  # said once each
 
 
 async def test_reconnecting_delay_counts_down() -> None:

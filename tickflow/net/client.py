@@ -36,6 +36,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlsplit
@@ -209,11 +210,15 @@ class SymbolInfo(msgspec.Struct, frozen=True, rename="camel"):
     last: int | None = None
 
 
-class Health(msgspec.Struct, frozen=True):
+class Health(msgspec.Struct, frozen=True, rename="camel"):
     """`GET /health`; `Client.request("GET", "/health")` gives every field of the body as a dict."""
 
     status: str
     seq: int = 0
+    log_started: int | None = None
+    """When the exchange's log began (ms since the epoch; the time on its first record): the same across
+    restarts, another for another exchange (a fresh data directory). None while the log has no record
+    yet, and from a server too old to say."""
     durability: str | None = None
     accounts: str | None = None
     """"open" (demo mode: the token is the account name) or "tokens" (only a --tokens file's tokens)."""
@@ -358,6 +363,17 @@ class RequestTimeout(ConnectionLost, TimeoutError):
 
 class AuthFailed(TickflowError):
     """The server refused the session's token; the session stops rather than retry forever."""
+
+
+def _log_times(a: int, b: int) -> tuple[str, str]:
+    """Two log start times (ms since the epoch) in words, UTC, to the second (to the millisecond when
+    the seconds are the same)."""
+    def at(ms: int, millis: bool) -> str:
+        t = datetime.fromtimestamp(ms / 1000, timezone.utc)
+        return t.strftime("%Y-%m-%d %H:%M:%S") + (f".{ms % 1000:03d}" if millis else "") + " UTC"
+
+    millis = a // 1000 == b // 1000
+    return at(a, millis), at(b, millis)
 
 
 def _trade_key(t: Trade) -> tuple[int, str, int, int, str, int]:
@@ -762,6 +778,9 @@ class Session:
         self.account: str | None = None
         self.last_seq = 0
         """The highest `seq` seen on any message: how far this client has followed the log."""
+        self.log_started: int | None = None
+        """When the log of the exchange followed began (`GET /health`'s logStarted), once known: a
+        server at the address whose log began at another time is another exchange."""
         self.last_error: str | None = None
         """Why the last connection attempt failed or the last connection ended (None once connected)."""
         self.reconnects = 0
@@ -1109,7 +1128,7 @@ class Session:
         """Connect, authenticate and handle messages until the connection ends; return why it ended."""
         self._was_connected = False
         assert self._http is not None
-        if self.last_seq or self._newest_trade is not None:
+        if self.last_seq or self._newest_trade is not None or self.log_started is not None:
             other = await self._other_server()
             if other:
                 self._forget_server(other)
@@ -1118,6 +1137,8 @@ class Session:
                                   max_msg_size=MAX_MESSAGE),
             self._connect_timeout)
         self._ws = ws
+        if self.log_started is None:  # the first connection, or a log that had no record yet
+            await self._learn_log_started()
         if self.token:
             auth: dict[str, Any] = {"op": "auth", "token": self.token}
             if not self.updates:
@@ -1136,24 +1157,53 @@ class Session:
                 return self._why_closed(ws.close_code, reason)
 
     async def _other_server(self) -> str | None:
-        """Why the server now at the address is not the one followed so far, or None when it is (or it
-        cannot tell: it answers with an error, or not as tickflow would). The server names no identity, so its log is the witness:
-        a restart of the same server (kill -9 included) is at or past every seq and holds every trade
-        already seen. A server that cannot be reached fails this attempt to connect: were the check
-        skipped (a keep-alive connection to the server that died, say) another server would pass."""
+        """Why the server now at the address is not the exchange followed so far, or None when it is (or
+        it cannot tell: it answers with an error, or not as tickflow would). `GET /health`'s logStarted
+        names the exchange: when it and the one remembered are both known, they decide, whatever the
+        seqs say (another exchange may well be further on). Otherwise (an older server, or a log that
+        had no record yet) its log is the witness: a restart of the same server (kill -9 included) is at
+        or past every seq and holds every trade already seen. A server that cannot be reached fails this
+        attempt to connect: were the check skipped (a keep-alive connection to the server that died,
+        say) another server would pass."""
         try:
             health = await asyncio.wait_for(self.http.health(), self._connect_timeout)
-            if health.seq < self.last_seq:
-                return f"its log is at seq {health.seq}, behind the {self.last_seq} seen"
-            seen = self._newest_trade
-            if seen is not None:
+        except (ApiError, ProtocolError):
+            return None  # it answered, but not what tells (a failed log's 503): taken as the same server
+        started = health.log_started
+        if started is not None and self.log_started is not None:
+            if started == self.log_started:
+                return None
+            theirs, ours = _log_times(started, self.log_started)
+            self.log_started = started
+            return f"another exchange at this address: its log began at {theirs}, not {ours}"
+        reason = await self._other_log(health)
+        if started is not None or reason is not None:
+            self.log_started = started  # this exchange's, when the seqs or trades tell it is another
+        return reason
+
+    async def _other_log(self, health: Health) -> str | None:
+        """The fallback for a server that does not name its exchange: its seq and trades."""
+        if health.seq < self.last_seq:
+            return f"its log is at seq {health.seq}, behind the {self.last_seq} seen"
+        seen = self._newest_trade
+        if seen is not None:
+            try:
                 page = await asyncio.wait_for(self.http.trades(seen.symbol, after=seen.trade_id - 1, limit=1),
                                               self._request_timeout)
-                if not page or _trade_key(page[0]) != _trade_key(seen):
-                    return f"it does not hold the {seen.symbol} trade #{seen.trade_id} seen"
-        except (ApiError, ProtocolError):
-            pass  # it answered, but not what tells (a failed log's 503, a page): taken as the same server
+            except (ApiError, ProtocolError):
+                return None
+            if not page or _trade_key(page[0]) != _trade_key(seen):
+                return f"it does not hold the {seen.symbol} trade #{seen.trade_id} seen"
         return None
+
+    async def _learn_log_started(self) -> None:
+        """Remember when the log of the server just connected to began, if it says (and has a record):
+        asked once connected, so a server that cannot be reached is told by the connection, as ever."""
+        try:
+            health = await asyncio.wait_for(self.http.health(), self._request_timeout)
+        except (TickflowError, asyncio.TimeoutError):
+            return  # not known yet: the seq and trades check stands in, and the next connection asks again
+        self.log_started = health.log_started
 
     def _forget_server(self, reason: str) -> None:
         """Let go of what belongs to the server followed so far: with another one, its seqs, trade ids

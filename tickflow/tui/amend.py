@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from tickflow.net.client import Order
-from tickflow.tui.fields import NumberInput
+from tickflow.tui.fields import NumberInput, type_into
 from tickflow.tui.ticket import MAX_PRICE, MAX_QTY, whole_number
 
 
@@ -65,6 +65,16 @@ class AmendScreen(ModalScreen[dict[str, int] | None]):
             with Horizontal(classes="buttons"):
                 yield Button("Amend", id="amend-ok", variant="primary", compact=True)
                 yield Button("Close", id="amend-cancel", compact=True)
+
+    def on_key(self, event: events.Key) -> None:
+        """A character that reaches the dialog itself while a field has the focus was typed fast behind
+        the `a` that opened it, before the field had the focus (a field keeps the characters it is
+        given): it goes into that field, in the field's turn, so after the focus selected its text.
+        (An enter typed so comes here too, and from here to the field's binding: it sends.)"""
+        field = self.focused
+        if isinstance(field, Input) and event.character is not None and event.is_printable:
+            event.stop()
+            field.call_later(type_into, field, event.character)
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#amend-ok")

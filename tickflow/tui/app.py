@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 from textual import on, work
 from textual.app import App, ComposeResult
+from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.containers import Container
-from textual.widgets import Footer, Input, Select
+from textual.widgets import Footer, Input, OptionList, Select
 
 from tickflow.cli import server_url
 from tickflow.net.client import Event, StateChanged, TradesReceived
@@ -27,6 +28,7 @@ from tickflow.tui.book import BookView
 from tickflow.tui.candles import Cut
 from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import TickflowCommands
+from tickflow.tui.fields import start_price
 from tickflow.tui.header import TopBar
 from tickflow.tui.help import HelpScreen
 from tickflow.tui.messages import BarsLoaded, FeedChanged, OpenOrdersLoaded, PriceSelected, SymbolsLoaded
@@ -48,18 +50,25 @@ class TickflowApp(OrderActions, App[None]):
         Binding("f1", "help", "Help", show=False, priority=True),
         Binding("b", "side('buy')", "Buy", id="buy", tooltip="Ticket side: buy"),
         Binding("s", "side('sell')", "Sell", id="sell", tooltip="Ticket side: sell"),
-        Binding("t", "goto('ticket')", "Ticket", id="ticket"),
-        Binding("d", "goto('book')", "Book", id="book"),
-        Binding("o", "goto('orders')", "Orders", id="orders"),
-        # Shown (and acting) in My orders, where its bindings come first; from elsewhere they only point there.
-        Binding("c,delete", "cancel_selected", "Cancel", show=False),
-        Binding("a", "amend_selected", "Amend", show=False),
+        # Keys that move the focus or open a dialog are priority bindings: the app acts on one as it
+        # takes it, before it hands the next key to whichever widget has the focus, so keys typed fast
+        # or pasted behind it (`t-5`, `t100` tab `2.5`, `a12` enter) land where they would at typing
+        # speed. (Acted on once they had bubbled up to here, the `-` of `t-5` reached the book first and
+        # was lost: the price read 5; and the `12` enter of `a12` went to the ticket and sent an order.)
+        Binding("t", "key('goto', 'ticket')", "Ticket", id="ticket", priority=True),
+        Binding("d", "key('goto', 'book')", "Book", id="book", priority=True),
+        Binding("o", "key('goto', 'orders')", "Orders", id="orders", priority=True),
+        Binding("tab", "jump_next(1)", show=False, priority=True),
+        Binding("shift+tab", "jump_next(-1)", show=False, priority=True),
+        # Shown (and acting) in My orders, whose bindings say so; from elsewhere they only point there.
+        Binding("c,delete", "key('cancel_selected')", "Cancel", show=False, priority=True),
+        Binding("a", "key('amend_selected')", "Amend", show=False, priority=True),
         Binding("C", "cancel_all", "Cancel all", show=False, id="cancel-all"),
         Binding("left_square_bracket", "cycle_symbol(-1)", "Prev sym", show=False),
         Binding("right_square_bracket", "cycle_symbol(1)", "Symbol", key_display="[ ]", id="symbol"),
         Binding("r", "reload", "Reload", show=False, id="reload"),
         Binding("x", "swap_colors", "Swap colours", id="swap", tooltip="Swap red and green"),
-        Binding("escape", "goto('book')", "Leave field", show=False),
+        Binding("escape", "leave_field", "Leave field", show=False, priority=True),
         Binding("q", "quit", "Quit", id="quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
@@ -282,6 +291,37 @@ class TickflowApp(OrderActions, App[None]):
         # At once, not after the keys already queued (widget.focus() waits its turn): "t9990" typed
         # fast or pasted puts 9990 in the price, not into the book.
         self.screen.set_focus(widget)
+
+    def _focused_takes(self, key: str) -> bool:
+        """Whether a priority key is for the focused widget instead: another screen is up (help,
+        amend, the palette), an open list takes its escape and letters (to search), a field its letters."""
+        if self.screen is not self.screen_stack[0]:
+            return True
+        if key == "tab":
+            return False
+        return isinstance(self.focused, OptionList) or (key == "letter" and isinstance(self.focused, Input))
+
+    def action_key(self, action: str, *args: object) -> None:
+        """A key's command (`t` `d` `o` `c` `a`, delete), unless the focused widget takes the key: then it
+        goes on to it (a letter typed in a field is text; delete there edits)."""
+        if self._focused_takes("letter"):
+            raise SkipAction()
+        getattr(self, f"action_{action}")(*args)
+
+    def action_leave_field(self) -> None:
+        """escape: to the book, unless an open list or another screen takes it (to close)."""
+        if self._focused_takes("escape"):
+            raise SkipAction()
+        self.action_goto("book")
+
+    def action_jump_next(self, step: int) -> None:
+        """tab and shift+tab on this screen."""
+        if self._focused_takes("tab"):
+            raise SkipAction()
+        self.screen.focus_next() if step > 0 else self.screen.focus_previous()
+
+    def action_start_price(self, digit: str) -> None:
+        start_price(self.screen, digit)
 
     def on_price_selected(self, message: PriceSelected) -> None:
         self.query_one(OrderTicket).set_price(message.price)

@@ -18,7 +18,7 @@ from textual.widget import Widget
 from tickflow.core.types import MAX_PRICE
 from tickflow.net.client import Level, LocalBook
 from tickflow.tui import format as fmt
-from tickflow.tui.fields import pass_to_ticket
+from tickflow.tui.fields import DIGIT_KEYS, key_to_price, paste_to_price
 from tickflow.tui.messages import PriceSelected
 from tickflow.tui.palette import BUY_ARROW, SELL_ARROW, Palette
 
@@ -59,6 +59,7 @@ class BookView(Widget, can_focus=True):
         Binding("up,k", "move(-1)", "Level up", show=False),
         Binding("down,j", "move(1)", "Level down", show=False),
         Binding("enter,space", "select", "Use price", tooltip="Put the level's price in the ticket"),
+        *DIGIT_KEYS,
     ]
 
     cursor: reactive[int] = reactive(-1)
@@ -208,7 +209,10 @@ class BookView(Widget, can_focus=True):
         self.refresh()
 
     def on_key(self, event: events.Key) -> None:
-        pass_to_ticket(self, event)
+        key_to_price(self, event)
+
+    def on_paste(self, event: events.Paste) -> None:
+        paste_to_price(self, event)
 
     def on_focus(self) -> None:
         self.refresh()

@@ -1,5 +1,6 @@
 """Ticket fields: number fields that keep what is typed, and fields that leave enter to the ticket, so
-enter sends the order from any field."""
+enter sends the order from any field; and the way a digit typed, or text pasted, on the book or my orders
+reaches the ticket's price."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import unicodedata
 from textual import events
 from textual.binding import Binding
 from textual.content import Content
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Select
 
@@ -18,44 +20,48 @@ def ascii_digits(text: str) -> str:
                    else c for c in text)
 
 
-def pass_to_ticket(widget: Widget, event: events.Key) -> None:
-    """A key typed on the book or my orders that belongs in the ticket goes there: a digit starts the
-    ticket's price, and a key typed fast behind one that took the focus into a field (`t100`, tab,
-    `2.5`, enter, pasted or typed while the screen is busy: queued here before the focus moved) does
-    there what it would have done: types, moves to the next field, sends.
-
-    Handled at once, in this widget's turn, not as a message (nor left to bubble up to the bindings):
-    by the time the app read it, a later key could have moved the focus on, into the wrong field."""
-    screen = widget.screen
-    field = screen.focused
-    if field is not widget and isinstance(field, Input) and not field.disabled:  # typed behind
-        if event.key in ("tab", "shift+tab"):
-            screen.focus_next() if event.key == "tab" else screen.focus_previous()
-        elif event.key == "enter":
-            field.call_later(field.action_submit)
-        elif event.character is not None and event.is_printable:
-            field.call_later(_type_into, field, event.character)
-        else:
-            return
-        event.stop()
-        event.prevent_default()
-        return
-    if event.character is None or not event.character.isdigit():
-        return
-    event.stop()
+def start_price(screen: Screen[object], text: str) -> bool:
+    """A digit typed, or text pasted, on the book or my orders starts the ticket's price: the field is
+    emptied and focused at once, and `text` typed into it in its own turn, so a key handed to it after
+    this comes after `text`. False (nothing done) when the order is a market order, which has no price."""
     price = screen.query_one("#price", Input)
-    if price.disabled:  # a market order has no price
-        return
-    price.value = ""  # as focusing it would select it all: the digit starts a new price
+    if price.disabled:
+        return False
+    price.value = ""  # as focusing it would select it all: the text starts a new price
     screen.set_focus(price)
-    # In the price's own queue, so it comes before any key typed after it.
-    price.call_later(_type_into, price, event.character)
+    price.call_later(type_into, price, text)
+    return True
 
 
-def _type_into(field: Input, text: str) -> None:
+def type_into(field: Input, text: str) -> None:
     """As if typed: replaces what is selected (all of it, just after focusing), else goes in at the cursor."""
     start, end = sorted(field.selection)
     field.replace(text, start, end)
+
+
+DIGIT_KEYS = [Binding(d, f"app.start_price('{d}')", show=False, priority=True) for d in "0123456789"]
+"""On the book and my orders a digit starts the ticket's price. A priority binding, like every key that
+moves the focus: the app acts on it as it takes the key, before it hands on the next one, so `9990`
+typed fast lands whole in the price."""
+
+
+def key_to_price(widget: Widget, event: events.Key) -> None:
+    """On the book or my orders: a digit of another script (full-width `５`, ...) starts the price too
+    (0-9 are DIGIT_KEYS)."""
+    if event.character is not None and event.character.isdigit():
+        event.stop()
+        start_price(widget.screen, event.character)
+
+
+def paste_to_price(widget: Widget, event: events.Paste) -> None:
+    """On the book or my orders, where keys are commands, pasted text goes to the ticket's price as a
+    typed digit does: a paste is text, never commands (a `C` or `q` in it neither cancels nor quits).
+    Its first line, as a field takes it."""
+    event.stop()
+    lines = event.text.splitlines()
+    if lines and lines[0] and not start_price(widget.screen, lines[0]):
+        widget.notify("a market order has no price: paste the quantity into its field", severity="warning",
+                      timeout=4)
 
 
 class NumberInput(Input):

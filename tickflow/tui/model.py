@@ -149,7 +149,10 @@ class Market:
             return {CONN}
         if isinstance(event, ServerChanged):
             self.forget_server()
-            self.notices.append((f"another server at this address ({event.reason}): reloading", "warning"))
+            # "another exchange at this address: its log began at ...", or how the seqs told it
+            said = event.reason if event.reason.startswith("another ") else \
+                f"another server at this address ({event.reason})"
+            self.notices.append((f"{said}: reloading", "warning"))
             return {BOOK, TAPE, CHART, ORDERS, CONN}
         return set()
 

@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 
 from tickflow.net.client import Order
 from tickflow.tui import format as fmt
-from tickflow.tui.fields import pass_to_ticket
+from tickflow.tui.fields import DIGIT_KEYS, key_to_price, paste_to_price
 from tickflow.tui.palette import Palette
 
 _BAR = 5
@@ -37,8 +37,11 @@ class MyOrders(DataTable):
 
     COLUMNS = ("Order", "Side", "Price", "Filled", "PO", "Sym")
     BINDINGS = [
-        Binding("c,delete", "app.cancel_selected", "Cancel", id="cancel", tooltip="Cancel the chosen order"),
-        Binding("a", "app.amend_selected", "Amend", id="amend", tooltip="Amend the chosen order"),
+        # Priority, as the app's own (which act first): so that the footer shows these.
+        Binding("c,delete", "app.cancel_selected", "Cancel", id="cancel", tooltip="Cancel the chosen order",
+                priority=True),
+        Binding("a", "app.amend_selected", "Amend", id="amend", tooltip="Amend the chosen order", priority=True),
+        *DIGIT_KEYS,
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -47,7 +50,10 @@ class MyOrders(DataTable):
         self._bar = True
 
     def on_key(self, event: events.Key) -> None:
-        pass_to_ticket(self, event)
+        key_to_price(self, event)
+
+    def on_paste(self, event: events.Paste) -> None:
+        paste_to_price(self, event)
 
     def on_mount(self) -> None:
         self.border_title = "My orders"

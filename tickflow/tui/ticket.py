@@ -107,7 +107,7 @@ class OrderTicket(Vertical):
 
     BINDINGS = [
         Binding("enter", "submit", "Send order", tooltip="Send the ticket's order"),
-        Binding("escape", "app.goto('book')", "Leave ticket"),
+        Binding("escape", "app.leave_field", "Leave ticket", priority=True),  # shown in the ticket
     ]
 
     class Submit(Message):

@@ -18,6 +18,7 @@ from tickflow.core.types import (
     AddSymbol,
     Amend,
     Cancel,
+    CancelAll,
     Command,
     Fill,
     NewOrder,
@@ -111,6 +112,8 @@ class RefEngine:
             return self.cancel(seq, ts, cmd)
         if isinstance(cmd, Amend):
             return self.amend(seq, ts, cmd)
+        if isinstance(cmd, CancelAll):
+            return self.cancel_all(seq, ts, cmd)
         raise TypeError(cmd)
 
     def new_order(self, seq: int, ts: int, cmd: NewOrder) -> Outcome:
@@ -238,6 +241,18 @@ class RefEngine:
         order.seq, order.ts = seq, ts
         return Outcome(seq, order.state(), None, [], [], [])
 
+    def cancel_all(self, seq: int, ts: int, cmd: CancelAll) -> Outcome:
+        chosen = [o for (symbol, side), lst in self.resting.items() for o in lst
+                  if o.account == cmd.account and cmd.symbol in (None, symbol) and cmd.side in (None, side)]
+        updates = []
+        for order in sorted(chosen, key=lambda o: o.order_id):
+            self.resting[(order.symbol, order.side)].remove(order)
+            order.status = "cancelled"
+            order.reason = "cancelled_by_user"
+            order.seq, order.ts = seq, ts
+            updates.append(order.state())
+        return Outcome(seq, None, None, [], [], updates)
+
     def amend(self, seq: int, ts: int, cmd: Amend) -> Outcome:
         order = self.find(cmd.account, cmd.order_id)
         if order is None:
@@ -315,6 +330,9 @@ class Driver:
 
     def amend(self, account: str, order_id: int, qty: int | None = None, price: int | None = None) -> Outcome:
         return self.apply(Amend(account, order_id, qty, price))
+
+    def cancel_all(self, account: str, symbol: str | None = None, side: str | None = None) -> Outcome:
+        return self.apply(CancelAll(account, symbol, side))  # type: ignore[arg-type]
 
     def add_symbol(self, symbol: str) -> Outcome:
         return self.apply(AddSymbol(symbol))

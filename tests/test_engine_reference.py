@@ -17,7 +17,7 @@ from hypothesis.stateful import Bundle, MultipleResults, RuleBasedStateMachine, 
 from reference_book import Driver, RefEngine
 
 from tickflow.core.engine import QUIET, Engine
-from tickflow.core.types import MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, Command, NewOrder, Outcome
+from tickflow.core.types import MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder, Outcome
 
 SYMBOLS = ("ACME", "BETA")
 ACCOUNTS = ("a", "b", "c")
@@ -130,16 +130,25 @@ def new_orders(draw: st.DrawFn) -> NewOrder:
 
 @st.composite
 def commands(draw: st.DrawFn) -> Command:
-    """About 60% new orders, 15% cancels, 20% amends, 5% AddSymbol."""
+    """About 60% new orders, 15% cancels, 15% amends, 5% cancel-alls, 5% AddSymbol."""
     r = draw(st.integers(0, 19))
     if r < 12:
         return draw(new_orders())
     if r < 15:
         return Cancel(draw(accounts), draw(any_order_ids))
+    if r < 17:
+        return draw(cancel_alls())
     if r < 19:
         return Amend(draw(accounts), draw(any_order_ids), draw(mostly(st.none(), qtys, one_in=2)),
                      draw(mostly(st.none(), prices, one_in=2)))
     return AddSymbol(draw(symbols))
+
+
+@st.composite
+def cancel_alls(draw: st.DrawFn) -> CancelAll:
+    """Every order of an account, or those in one symbol (maybe unknown) and/or on one side."""
+    return CancelAll(draw(accounts), draw(mostly(st.none(), symbols, one_in=2)),
+                     draw(mostly(st.none(), st.sampled_from(["buy", "sell"]), one_in=2)))
 
 
 command_lists = st.lists(commands(), min_size=1, max_size=80)
@@ -181,6 +190,14 @@ class EngineAgainstReference(RuleBasedStateMachine):
           qty=mostly(st.none(), qtys, one_in=2), price=mostly(st.none(), prices, one_in=2))
     def amend(self, order_id: int, own: int, other: str, qty: int | None, price: int | None) -> None:
         self.twin.step(Amend(self._account(order_id, own, other), order_id, qty, price))
+
+    @rule(command=cancel_alls())
+    def cancel_all(self, command: CancelAll) -> None:
+        out = self.twin.step(command)
+        assert out.result is None and out.error is None and not out.trades
+        assert all(u.status == "cancelled" and u.account == command.account for u in out.updates)
+        assert not [o for o in self.twin.driver.engine.open_order_states(command.account)
+                    if command.symbol in (None, o.symbol) and command.side in (None, o.side)]
 
     def _account(self, order_id: int, own: int, other: str) -> str:
         """Usually the owner's account; one time in four, any account (often someone else's)."""
@@ -292,6 +309,9 @@ def random_commands(seed: int, n: int, spread: int = 8, window: int = 60) -> lis
         account = rng.choice(ACCOUNTS)
         if r < 0.2 and issued:
             out.append(Cancel(account, rng.randint(max(1, issued - window), issued)))
+            continue
+        if r < 0.205:
+            out.append(CancelAll(account, rng.choice([None, *SYMBOLS]), rng.choice([None, "buy", "sell"])))
             continue
         if r < 0.3 and issued:
             qty = rng.choice([None, rng.randint(1, 20)])

@@ -10,7 +10,7 @@ import pytest
 from helpers.logs import commands, open_log, replayed, write_log
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import AddSymbol, Amend, Cancel, Command, NewOrder, Outcome, Record
+from tickflow.core.types import AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder, Outcome, Record
 from tickflow.store.records import decode_record, encode_record
 from tickflow.store.replay import recover
 from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, frame
@@ -28,6 +28,8 @@ def mixed_commands(n: int, seed: int) -> list[Command]:
         elif roll < 0.15:
             out.append(Amend(account, rng.randint(1, i + 1), rng.choice([None, rng.randint(1, 50)]),
                              rng.choice([None, 100 + rng.randint(-5, 5)])))
+        elif roll < 0.16:
+            out.append(CancelAll(account, rng.choice([None, "ACME", "NOPE"]), rng.choice([None, "buy", "sell"])))
         elif roll < 0.17:
             out.append(AddSymbol(rng.choice(["ACME", "NEW"])))
         else:

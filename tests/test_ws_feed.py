@@ -288,7 +288,7 @@ async def test_order_entry_over_websocket_with_many_in_flight(server: ServerProc
     async with aiohttp.ClientSession() as s:
         ws = await s.ws_connect(server.ws_url + "?token=bot")
         (hello,) = await receive_until(ws, lambda got: len(got) >= 1)
-        assert hello == {"type": "auth", "account": "bot", "updates": True}
+        assert hello == {"type": "auth", "account": "bot", "updates": True, "cancelOnDisconnect": False}
         for i in range(200):
             await ws.send_json({"op": "order", "id": f"r{i}", "symbol": "GLOBEX", "side": "buy" if i % 2 else "sell",
                                 "price": 50 + i % 7, "qty": 1 + i % 5, "clientOrderId": f"bot-{i}"})

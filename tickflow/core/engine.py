@@ -25,6 +25,7 @@ from tickflow.core.types import (
     AddSymbol,
     Amend,
     Cancel,
+    CancelAll,
     Command,
     Fill,
     LevelChange,
@@ -237,6 +238,8 @@ class Engine:
             return self._cancel(seq, ts, command)  # type: ignore[arg-type]
         if kind is Amend:
             return self._amend(seq, ts, command)  # type: ignore[arg-type]
+        if kind is CancelAll:
+            return self._cancel_all(seq, ts, command)  # type: ignore[arg-type]
         if kind is AddSymbol:
             if command.symbol in self.books:  # type: ignore[union-attr]
                 return Outcome(seq, None, Reason.SYMBOL_EXISTS, _EMPTY, _EMPTY, _EMPTY)
@@ -306,6 +309,27 @@ class Engine:
         if self.quiet:
             return QUIET
         return Outcome(seq, state_of(order), None, _EMPTY, [book.change(level)], _EMPTY)
+
+    def _cancel_all(self, seq: int, ts: int, cmd: CancelAll) -> Outcome:
+        """Every open order of the account (in `cmd.symbol`, on `cmd.side` when given), oldest first."""
+        open_ = self.open_orders.get(cmd.account)
+        if not open_:
+            return Outcome(seq, None, None, _EMPTY, _EMPTY, _EMPTY)
+        symbol, side = cmd.symbol, cmd.side
+        chosen = sorted((o for o in open_.values()
+                         if (symbol is None or o.symbol == symbol) and (side is None or o.side == side)), key=_by_id)
+        touched: dict[tuple[str, str, int], tuple[Book, Level]] = {}
+        updates = []
+        for order in chosen:
+            book = self.books[order.symbol]
+            # Levels are only emptied here, never added, so an emptied one keeps its price and totals
+            # (0) until the changes are taken below.
+            touched[(order.symbol, order.side, order.price)] = (book, book.unrest(order))
+            self._close(order, "cancelled", Reason.USER_CANCEL, seq, ts)
+            book.seq = seq
+            updates.append(state_of(order))
+        changes = [book.change(level) for book, level in touched.values()]
+        return Outcome(seq, None, None, _EMPTY, changes, updates)
 
     def _amend(self, seq: int, ts: int, cmd: Amend) -> Outcome:
         order = self._find(cmd.account, cmd.order_id)

@@ -80,6 +80,16 @@ class Amend(msgspec.Struct, tag_field="kind", tag="a", array_like=True, forbid_u
     price: int | None = None
 
 
+class CancelAll(msgspec.Struct, tag_field="kind", tag="x", array_like=True, forbid_unknown_fields=True,
+                frozen=True, gc=False):
+    """Cancel every open order of the account, or only those in `symbol` and/or on `side`, at once:
+    one record, so nothing can trade between the first cancel and the last."""
+
+    account: str
+    symbol: str | None = None
+    side: Side | None = None
+
+
 class AddSymbol(msgspec.Struct, tag_field="kind", tag="s", array_like=True, forbid_unknown_fields=True,
                 frozen=True, gc=False):
     """Open a book. Logged like any command, so a replay knows the same symbols."""
@@ -87,7 +97,7 @@ class AddSymbol(msgspec.Struct, tag_field="kind", tag="s", array_like=True, forb
     symbol: str
 
 
-Command = NewOrder | Cancel | Amend | AddSymbol
+Command = NewOrder | Cancel | Amend | CancelAll | AddSymbol
 
 
 class Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, frozen=True, gc=False):
@@ -161,7 +171,8 @@ class Outcome(msgspec.Struct, gc=False):
 
     seq: int
     result: OrderState | None
-    """The order after the command; None for AddSymbol and for a cancel or amend of an unknown order."""
+    """The order after the command; None for AddSymbol, CancelAll (its orders are `updates`) and for a
+    cancel or amend of an unknown order."""
     error: str | None
     """Set when the command was refused and changed nothing (unknown order, not open, a reused
     clientOrderId with other fields, ...). A new order that was rejected by the book's rules is not
@@ -169,6 +180,7 @@ class Outcome(msgspec.Struct, gc=False):
     trades: list[Trade]
     book: list[LevelChange]
     updates: list[OrderState]
-    """Resting orders the command changed (filled against, or cancelled by self-trade prevention)."""
+    """Resting orders the command changed (filled against, cancelled by self-trade prevention, or all
+    that a CancelAll cancelled, oldest first)."""
     replayed: bool = False
     """True when the command was an idempotent retry answered with the original result."""

@@ -16,7 +16,7 @@ from aiohttp import WSMsgType, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Command, Reason
+from tickflow.core.types import CancelAll, Command, Outcome, Reason
 from tickflow.net import protocol
 from tickflow.net.feed import Feed, Subscriber
 from tickflow.net.metrics import render_metrics
@@ -61,7 +61,12 @@ class Exchange:
     max_websockets: int = MAX_WEBSOCKETS
     websockets: int = 0
     """WebSocket requests being served, from before the handshake to the close."""
-    counters: dict[str, int] = field(default_factory=lambda: {"ws_messages": 0, "ws_refused": 0})
+    counters: dict[str, int] = field(
+        default_factory=lambda: {"ws_messages": 0, "ws_refused": 0, "cancel_on_disconnect": 0})
+    closing: bool = False
+    """Set once the server is stopping: the WebSockets it closes then did not go away by themselves."""
+    chores: set[asyncio.Task[Any]] = field(default_factory=set)
+    """Commands the server sends on its own (cancel on disconnect), kept until they are answered."""
 
     def account(self, token: str | None) -> str | None:
         if not token:
@@ -201,10 +206,11 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
 # ------------------------------------------------------------------ orders
 
 
-async def execute(ex: Exchange, command: Command) -> tuple[int, bytes]:
+async def execute(ex: Exchange, command: Command,
+                  answer: Callable[[Outcome], tuple[int, bytes]] = protocol.answer) -> tuple[int, bytes]:
     """Sequence a command: the status and JSON body that HTTP and WebSocket order entry both answer."""
     try:
-        return protocol.answer(await ex.sequencer.submit(command))
+        return answer(await ex.sequencer.submit(command))
     except SequencerStopped as e:
         return 503, encode({"error": f"not accepting orders: {e}"})
     except BadCommand as e:  # validation should have caught it; still the caller's input, never logged
@@ -224,6 +230,19 @@ async def delete_order(request: web.Request) -> web.Response:
     account = _account(request)
     command = protocol.cancel(account, protocol.order_id(request.match_info["order_id"]))
     status, body = await execute(ex, command)
+    return _json(body, status)
+
+
+async def cancel_orders(request: web.Request) -> web.Response:
+    """DELETE /orders?symbol=S&side=buy: every open order of the caller's (in S, on that side) at once."""
+    ex = request.app[EXCHANGE]
+    account = _account(request)
+    query = request.query
+    if len(query) != len(set(query)):
+        name = next(k for k in query if len(query.getall(k)) > 1)
+        raise BadRequest(f"{protocol.brief(name)} is given more than once", protocol.cut(name))
+    command = protocol.cancel_all(account, dict(query), ex.engine.books, "query parameters")
+    status, body = await execute(ex, command, protocol.answer_cancel_all)
     return _json(body, status)
 
 
@@ -422,8 +441,10 @@ async def _websocket(request: web.Request, ex: Exchange) -> web.WebSocketRespons
     session = _WsSession(ex, sub)
     token = request.query.get("token")
     if token is not None:
+        flags = {"true": True, "false": False}
         updates = request.query.get("updates", "true")
-        session.auth(token, {"true": True, "false": False}.get(updates, updates))
+        cancel = request.query.get("cancelOnDisconnect", "false")
+        session.auth(token, flags.get(updates, updates), flags.get(cancel, cancel))
     try:
         async for msg in ws:
             ex.counters["ws_messages"] += 1
@@ -440,6 +461,7 @@ async def _websocket(request: web.Request, ex: Exchange) -> web.WebSocketRespons
     finally:
         ex.feed.detach(sub)
         writer.cancel()
+        session.disconnected()
     return ws
 
 
@@ -450,23 +472,43 @@ class _WsSession:
         self.ex = ex
         self.sub = sub
         self.in_flight = 0
+        self.cancel_on_disconnect: str | None = None
+        """The account whose open orders are all cancelled when this connection goes away."""
 
     def error(self, message: str, **extra: Any) -> None:
         self.sub.reply(encode({"type": "error", "error": message, **extra}))
 
-    def auth(self, token: Any, updates: Any = True) -> None:
-        """Sign the connection in; a failed attempt leaves it signed out, never as the account it had."""
+    def auth(self, token: Any, updates: Any = True, cancel_on_disconnect: Any = False) -> None:
+        """Sign the connection in; a failed attempt leaves it signed out, never as the account it had,
+        and disarms cancel on disconnect (which belongs to a sign-in)."""
         account = self.ex.account(token) if isinstance(token, str) else None
-        if account is None or not isinstance(updates, bool):
+        if account is None or not isinstance(updates, bool) or not isinstance(cancel_on_disconnect, bool):
             if self.sub.account is not None:
                 self.ex.feed.authenticate(self.sub, None)
+            self.cancel_on_disconnect = None
             if account is None:
                 self.error("unknown token", op="auth")
-            else:
+            elif not isinstance(updates, bool):
                 self.error("updates must be true or false", op="auth", field="updates")
+            else:
+                self.error("cancelOnDisconnect must be true or false", op="auth", field="cancelOnDisconnect")
             return
         self.ex.feed.authenticate(self.sub, account, updates)
-        self.sub.reply(encode({"type": "auth", "account": account, "updates": updates}))
+        self.cancel_on_disconnect = account if cancel_on_disconnect else None
+        self.sub.reply(encode({"type": "auth", "account": account, "updates": updates,
+                               "cancelOnDisconnect": cancel_on_disconnect}))
+
+    def disconnected(self) -> None:
+        """The connection is gone: with cancel on disconnect armed, cancel its account's open orders.
+        Not when the server is stopping: it closed the connection, and the orders stay for the restart."""
+        account = self.cancel_on_disconnect
+        if account is None or self.ex.closing:
+            return
+        self.ex.counters["cancel_on_disconnect"] += 1
+        log.info("a WebSocket of %s with cancel on disconnect closed: cancelling its open orders", account)
+        task = asyncio.ensure_future(execute(self.ex, CancelAll(account), protocol.answer_cancel_all))
+        self.ex.chores.add(task)
+        task.add_done_callback(self.ex.chores.discard)
 
     def handle(self, raw: str) -> None:
         try:
@@ -481,13 +523,14 @@ class _WsSession:
         if op == "ping":
             self.sub.reply(b'{"type":"pong"}')
         elif op == "auth":
-            self.auth(message.get("token"), message.get("updates", True))
+            self.auth(message.get("token"), message.get("updates", True), message.get("cancelOnDisconnect", False))
         elif op in ("subscribe", "unsubscribe"):
             self.subscription(op, message.get("symbols"))
-        elif op in ("order", "cancel", "amend"):
+        elif op in ("order", "cancel", "amend", "cancelAll"):
             self.request(op, message)
         else:
-            self.error(f"unknown op {protocol.brief(op)}: expected auth, subscribe, unsubscribe, order, cancel, amend, ping")
+            self.error(f"unknown op {protocol.brief(op)}: expected auth, subscribe, unsubscribe, order, cancel, "
+                       "amend, cancelAll, ping")
 
     def subscription(self, op: str, symbols: Any) -> None:
         feed = self.ex.feed
@@ -507,7 +550,7 @@ class _WsSession:
     def request(self, op: str, message: dict[str, Any]) -> None:
         request_id = message.pop("id", None)
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            self.error("every order, cancel and amend needs an 'id' (string or integer)", op=op)
+            self.error("every order, cancel, amend and cancelAll needs an 'id' (string or integer)", op=op)
             return
         too_long = len(request_id) > MAX_WS_ID if isinstance(request_id, str) else not -(1 << 63) <= request_id < 1 << 63
         if too_long:
@@ -530,6 +573,8 @@ class _WsSession:
     def _command(self, op: str, account: str, message: dict[str, Any]) -> Any:
         if op == "order":
             return protocol.new_order(account, message, self.ex.engine.books)
+        if op == "cancelAll":
+            return protocol.cancel_all(account, message, self.ex.engine.books)
         order_id = protocol.order_id_field(message.pop("orderId", None))
         if op == "cancel":
             if message:
@@ -541,7 +586,8 @@ class _WsSession:
 
     async def _submit(self, request_id: str | int, command: Any) -> None:
         try:
-            status, body = await execute(self.ex, command)
+            answer = protocol.answer_cancel_all if type(command) is CancelAll else protocol.answer
+            status, body = await execute(self.ex, command, answer)
         except Exception:
             log.exception("order entry over WebSocket failed")
             status, body = 500, encode({"error": "internal error"})
@@ -562,6 +608,7 @@ def make_app(exchange: Exchange) -> web.Application:
     r = app.router
     r.add_post("/orders", post_order)
     r.add_get("/orders", list_orders)
+    r.add_delete("/orders", cancel_orders)
     r.add_get("/orders/{order_id}", get_order)
     r.add_delete("/orders/{order_id}", delete_order)
     r.add_patch("/orders/{order_id}", patch_order)

@@ -131,6 +131,15 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": _json(_obj({"orders": {"type": "array", "items": _ref("Order")}}), "open orders"),
                               **_errors(400, 401, 503)},
             },
+            "delete": {
+                "summary": "Cancel all the caller's open orders, or those in a symbol and/or on a side, at once",
+                "security": AUTH,
+                "parameters": [_query("symbol", SYMBOL), _query("side", {"type": "string", "enum": ["buy", "sell"]})],
+                "responses": {"200": _json(_obj({"orders": {"type": "array", "items": _ref("Order")},
+                                                 "seq": {"type": "integer", "minimum": 1}}),
+                                           "the orders it cancelled, oldest first"),
+                              **_errors(400, 401, 503)},
+            },
         },
         "/orders/{orderId}": {
             "parameters": [ORDER_ID],

@@ -21,6 +21,7 @@ from tickflow.core.types import (
     MAX_QTY,
     Amend,
     Cancel,
+    CancelAll,
     NewOrder,
     OrderState,
     Outcome,
@@ -55,6 +56,11 @@ class OrderRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 class AmendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     qty: Qty | None = None
     price: Price | None = None
+
+
+class CancelAllRequest(msgspec.Struct, forbid_unknown_fields=True):
+    symbol: str | None = None
+    side: Literal["buy", "sell"] | None = None
 
 
 class BadRequest(Exception):
@@ -229,6 +235,20 @@ def cancel(account: str, order_id: int) -> Cancel:
     return Cancel(account, order_id)
 
 
+def cancel_all(account: str, data: dict[str, Any], symbols: set[str] | dict[str, Any],
+               names: str = "fields") -> CancelAll:
+    """`{"symbol"?, "side"?}` (a WebSocket message's `names` = fields, or DELETE /orders' query
+    parameters): the orders to cancel."""
+    unknown = [k for k in data if k not in ("symbol", "side")]
+    if unknown:
+        raise BadRequest(f"unknown {names} {', '.join(brief(k) for k in unknown[:10])}: "
+                         "a cancel-all takes symbol and side, both optional", cut(unknown[0]))
+    req: CancelAllRequest = convert(data, CancelAllRequest)
+    if req.symbol is not None and req.symbol not in symbols:
+        raise BadRequest(f"unknown symbol {brief(req.symbol)}", "symbol")
+    return CancelAll(account, req.symbol, req.side)
+
+
 def brief(value: Any, limit: int = 40) -> str:
     """`value`'s repr for an error message, cut short: an answer never echoes a large input back."""
     text = repr(value)
@@ -274,6 +294,11 @@ def answer(outcome: Outcome) -> tuple[int, bytes]:
     if outcome.error is None:
         return 200, encode(outcome.result)
     return refusal(outcome.error, outcome.result)
+
+
+def answer_cancel_all(outcome: Outcome) -> tuple[int, bytes]:
+    """What a cancel-all answers: the orders it cancelled, oldest first, and its seq."""
+    return 200, encode({"orders": outcome.updates, "seq": outcome.seq})
 
 
 def refusal(code: str, order: OrderState | None = None) -> tuple[int, bytes]:

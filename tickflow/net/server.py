@@ -353,6 +353,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
 
     await stop.wait()
     log.info("shutting down: finishing the batch in flight")
+    exchange.closing = True  # the WebSockets closed below keep their orders (no cancel on disconnect)
     for site in sites:
         await site.stop()
     for sub in list(feed.subscribers):

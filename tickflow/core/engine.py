@@ -240,10 +240,10 @@ class Engine:
             return self._amend(seq, ts, command)  # type: ignore[arg-type]
         if kind is CancelAll:
             return self._cancel_all(seq, ts, command)  # type: ignore[arg-type]
-        if kind is AddSymbol:
-            if command.symbol in self.books:  # type: ignore[union-attr]
+        if isinstance(command, AddSymbol):
+            if command.symbol in self.books:
                 return Outcome(seq, None, Reason.SYMBOL_EXISTS, _EMPTY, _EMPTY, _EMPTY)
-            book = self.books[command.symbol] = Book(command.symbol)  # type: ignore[union-attr]
+            book = self.books[command.symbol] = Book(command.symbol)
             book.seq = seq
             return Outcome(seq, None, None, _EMPTY, _EMPTY, _EMPTY)
         raise TypeError(f"not a command: {command!r}")

@@ -95,7 +95,7 @@ def limit(symbol: str, side: str, price: int, qty: int, **extra: Any) -> dict[st
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     symbols = ("ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE,DBL,COMMA,BIG,SWEEP,OUT,FAT,ARROW,FOCUS,CXL,ANSWER,"
-               "CANDLE,FRESH,SWEPT,LOST,KILL,NARROW,SWITCH,STALE,LATE,TALL,AMEND,AMENDX,CXLALL,CXLOTHER,FINGER")
+               "CANDLE,FRESH,SWEPT,LOST,KILL,NARROW,SWITCH,STALE,LATE,TALL,AMEND,AMENDX,CXLALL,CXLOTHER,FINGER,CXLHTTP,CXLLATE")
     srv = Server(tmp_path_factory.mktemp("web") / "data", symbols).start()
     yield srv
     srv.stop()
@@ -1426,7 +1426,19 @@ def test_an_amend_refused_or_too_late_says_why_and_goes_over_http_when_offline(
     errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
 
 
-def test_cancel_all_asks_then_cancels_every_order_of_the_symbol_at_once(pages: Pages, server: Server) -> None:
+def commands_sequenced(server: Server) -> int:
+    """The server's tickflow_commands_total: one per order, cancel, amend or cancel-all it sequenced."""
+    async def metrics() -> str:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(server.url + "/metrics") as r:
+                return await r.text()
+
+    text = off_loop(metrics())
+    return int(next(line.split()[1] for line in text.splitlines() if line.startswith("tickflow_commands_total ")))
+
+
+def test_cancel_all_asks_then_cancels_every_order_of_the_symbol_in_one_command(
+        pages: Pages, server: Server, artifacts: Path) -> None:
     ws = WsControl()
     page = pages.open("cal", "CXLALL", ws_route=ws)
     button = page.locator("#cancel-all")
@@ -1437,9 +1449,11 @@ def test_cancel_all_asks_then_cancels_every_order_of_the_symbol_at_once(pages: P
     call(server, "POST", "/orders", "cal", limit("CXLOTHER", "buy", 7, 1))  # another symbol: it stays
     expect(button).to_have_text("Cancel all CXLALL (3)")
     expect(button).to_be_enabled()
-    # One of them fills; the page has not heard yet (its private updates are held back).
+    # One of them fills, and another is placed elsewhere; the page has not heard yet (its private updates
+    # are held back), so the question lists three.
     ws.hold = True
     call(server, "POST", "/orders", "bob", limit("CXLALL", "sell", 401, 50))
+    unseen = call(server, "POST", "/orders", "cal", limit("CXLALL", "buy", 399, 100))[1]["orderId"]
     button.click()
     confirm = page.locator("#cancel-all-confirm")
     expect(confirm).to_contain_text("Cancel all 3 open CXLALL orders: 2 buys (150 left, 400 to 401) and 1 sell "
@@ -1449,23 +1463,148 @@ def test_cancel_all_asks_then_cancels_every_order_of_the_symbol_at_once(pages: P
     page.keyboard.press("Enter")
     expect(confirm).to_be_hidden()
     expect(button).to_be_focused()
-    assert ws.sent("cancel") == []
+    assert ws.sent("cancelAll") == []
+    before = commands_sequenced(server)
     button.click()
     page.click("#cancel-all-send")
-    # Every cancel is sent at once, before any answer; the button is disabled while they run.
+    # One cancelAll for the symbol on screen, no cancel per order; the button is disabled while it runs.
     expect(button).to_have_text("Cancelling 3 CXLALL…")
     expect(button).to_be_disabled()
-    page.wait_for_function("n => window.tickflow.conn.pending.size === n", arg=3)
-    assert sorted(m["orderId"] for m in ws.sent("cancel")) == ids
+    page.wait_for_function("() => window.tickflow.conn.pending.size === 1")
+    assert [{k: v for k, v in m.items() if k != "id"} for m in ws.sent("cancelAll")] == [
+        {"op": "cancelAll", "symbol": "CXLALL"}]
+    assert ws.sent("cancel") == []
     ws.release()
-    expect(page.locator("#activity li").first).to_have_text(
-        f"Cancelled 2 of 3 orders on CXLALL (130 off the book); #{ids[1]} had already filled")
+    line = page.locator("#activity li").first
+    expect(line).to_have_text(f"Cancelled 2 of 3 orders on CXLALL (230 off the book); #{ids[1]} had already filled; "
+                              f"#{unseen} was also cancelled (not listed when you confirmed)")
+    expect(line).to_have_class("warn")
+    assert commands_sequenced(server) == before + 1  # one command, however many orders
+    expect(page.locator("#orders tr")).to_have_count(1)
+    page.screenshot(path=str(artifacts / "screenshot-cancel-all.png"))
+    states = [call(server, "GET", f"/orders/{oid}", "cal")[1] for oid in (ids[0], ids[2], unseen)]
+    assert {(o["status"], o["reason"]) for o in states} == {("cancelled", "cancelled_by_user")}
+    assert len({o["seq"] for o in states}) == 1  # one log record
     expect(page.locator("#orders tr")).to_have_count(1)
     expect(page.locator("#orders tr")).to_contain_text("CXLOTHER")
     assert open_orders(server, "cal", "CXLALL") == []
     assert len(open_orders(server, "cal", "CXLOTHER")) == 1
     expect(button).to_have_text("Cancel all CXLALL")
     expect(button).to_be_disabled()
+    # Every order listed cancelled, nothing else: a plain line.
+    for price in (410, 411):
+        call(server, "POST", "/orders", "cal", limit("CXLALL", "buy", price, 5))
+    expect(button).to_have_text("Cancel all CXLALL (2)")
+    button.click()
+    page.click("#cancel-all-send")
+    expect(line).to_have_text("Cancelled 2 of 2 orders on CXLALL (10 off the book)")
+    expect(line).to_have_class("ok")
+    expect(page.locator("#orders tr")).to_have_count(1)
+    assert len(ws.sent("cancelAll")) == 2 and ws.sent("cancel") == []
+
+
+def test_cancel_all_goes_over_http_when_offline_and_says_a_refusal(pages: Pages, server: Server) -> None:
+    ws = WsControl()
+    page = pages.open("cid", "CXLHTTP", ws_route=ws)
+    for o in (limit("CXLHTTP", "sell", 700, 20), limit("CXLHTTP", "sell", 701, 5), limit("CXLOTHER", "buy", 8, 1)):
+        call(server, "POST", "/orders", "cid", o)
+    button = page.locator("#cancel-all")
+    expect(button).to_have_text("Cancel all CXLHTTP (2)")
+    ws.down = True
+    ws.cut()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+    # Over HTTP, DELETE /orders?symbol=: first refused (a server not taking orders), said like any refusal.
+    deletes: list[str] = []
+
+    def refuse(route: Any) -> None:
+        if route.request.method != "DELETE":
+            route.continue_()
+            return
+        deletes.append(route.request.url)
+        route.fulfill(status=503, content_type="application/json",
+                      body=json.dumps({"error": "not accepting orders: the log device failed"}))
+
+    page.route(re.compile(r"/orders\?"), refuse)
+    button.click()
+    page.click("#cancel-all-send")
+    line = page.locator("#activity li").first
+    expect(line).to_have_text("Cancel all CXLHTTP refused: not accepting orders: the log device failed (503)")
+    expect(line).to_have_class("bad")
+    assert [u.split("/", 3)[3] for u in deletes] == ["orders?symbol=CXLHTTP"]
+    expect(page.locator("#orders tr")).to_have_count(3)
+    expect(button).to_have_text("Cancel all CXLHTTP (2)")
+    expect(button).to_be_enabled()
+    # Then through to the server.
+    page.unroute(re.compile(r"/orders\?"), refuse)
+    before = commands_sequenced(server)
+    button.click()
+    page.click("#cancel-all-send")
+    expect(line).to_have_text("Cancelled 2 of 2 orders on CXLHTTP (25 off the book)")
+    assert commands_sequenced(server) == before + 1
+    expect(page.locator("#orders tr")).to_have_count(1)
+    expect(page.locator("#orders tr")).to_contain_text("CXLOTHER")
+    assert open_orders(server, "cid", "CXLHTTP") == []
+    assert ws.sent("cancelAll") == []
+    ws.down = False
+    expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
+    errors = page.console_errors  # type: ignore[attr-defined]
+    errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+
+
+def test_a_cancel_all_answered_late_is_said_when_its_answer_comes(pages: Pages, server: Server) -> None:
+    ws = WsControl()
+    page = pages.open("cil", "CXLLATE", ws_route=ws)
+    for price in (300, 301):
+        call(server, "POST", "/orders", "cil", limit("CXLLATE", "buy", price, 40))
+    button = page.locator("#cancel-all")
+    expect(button).to_have_text("Cancel all CXLLATE (2)")
+    page.evaluate("window.tickflow.conn.requestTimeoutMs = 600")
+    ws.hold = True
+    button.click()
+    page.click("#cancel-all-send")
+    line = page.locator("#activity li").first
+    expect(line).to_have_text(
+        "Cancel all CXLLATE: no answer from the server yet; check My open orders (a late answer is said here)")
+    expect(line).to_have_class("warn")
+    ws.release()
+    expect(line).to_have_text("Cancelled 2 of 2 orders on CXLLATE (80 off the book) (the answer came late)")
+    expect(page.locator("#orders tr")).to_have_count(0)
+    expect(button).to_have_text("Cancel all CXLLATE")
+
+
+def test_the_cancel_all_line_names_what_became_of_each_order_listed(pages: Pages) -> None:
+    """describeCancelAll() alone, in the page: the outcomes a real server is slow to stage."""
+    page = pages.open("cin", "CXLALL")
+    lines = page.evaluate("""async () => {
+        const { describeCancelAll } = await import('/js/cancelall.js');
+        const order = (orderId, extra) => ({ orderId, symbol: 'ACME', side: 'buy', price: 100, qty: 10,
+            remainingQty: 10, filledQty: 0, status: 'new', reason: null, seq: 1, ...extra });
+        const list = [1, 2, 3, 4, 5, 6].map((id) => order(id));
+        const cancelled = { ...order(1), status: 'cancelled', reason: 'cancelled_by_user', seq: 9 };
+        const fates = new Map([
+            [2, order(2, { status: 'cancelled', reason: 'cancelled_by_user' })],
+            [3, order(3, { status: 'cancelled', reason: 'cancelled_by_user' })],
+            [4, order(4, { status: 'cancelled', reason: 'self_trade_prevented', remainingQty: 0 })],
+            [5, order(5, { status: 'filled', filledQty: 10, remainingQty: 0 })],
+            [6, null],
+        ]);
+        const said = (res) => { const { text, kind } = describeCancelAll('ACME', list, res, fates); return [text, kind]; };
+        return [
+            said({ status: 200, body: { orders: [cancelled], seq: 9 } }),
+            said({ status: 200, body: { orders: [cancelled], seq: 9 }, resent: true }),
+            said({ status: 0, body: { error: 'x' } }),
+            said({ status: 401, body: { error: 'unknown token' } }),
+        ];
+    }""")
+    assert lines == [
+        ["Cancelled 1 of 6 orders on ACME (10 off the book); #2 and #3 were already cancelled; "
+         "#4 was already cancelled (self trade prevented); #5 had already filled; #6 was no longer open", "warn"],
+        # Resent after a reconnect: what the lost first attempt cancelled counts as cancelled.
+        ["Cancelled 3 of 6 orders on ACME (30 off the book); #4 was already cancelled (self trade prevented); "
+         "#5 had already filled; #6 was no longer open", "warn"],
+        ["Cancel all ACME not sent: the server cannot be reached. Try again once Live.", "bad"],
+        ["Cancel all ACME refused: unknown token (401)", "bad"],
+    ]
 
 
 def test_a_limit_order_far_through_the_book_is_confirmed_first(pages: Pages, server: Server) -> None:

@@ -1,9 +1,10 @@
 // Cancel all: one button over My open orders, for the symbol on screen (its label names it). It asks first,
-// saying how many orders and how much; then one cancel per order goes out, all of them in flight at once,
-// and Activity gets one line for the lot: "Cancelled 7 of 8 orders on ACME (1,250 off the book); #21 had
-// already filled".
+// saying how many orders and how much; then one cancelAll goes out, which the server carries out at once
+// (nothing trades between its first cancel and its last), and Activity gets one line for the lot, from
+// the orders its answer lists against the ones the question did: "Cancelled 7 of 8 orders on ACME (1,250
+// off the book); #21 had already filled".
 
-import { fmtPrice, fmtQty } from "./format.js";
+import { fmtPrice, fmtQty, fmtReason, fmtStatus } from "./format.js";
 
 const plural = (n, word) => `${fmtQty(n)} ${word}${n === 1 ? "" : "s"}`;
 
@@ -35,51 +36,66 @@ export function cancelAllQuestion(symbol, list, others) {
   return `Cancel all ${plural(list.length, `open ${symbol} order`)}: ${sides}?${rest}`;
 }
 
-/**
- * One line for what the cancels did. `outcomes`: [{before, res, now}] per order (`now`: the order as the
- * answer, or a 409's body, has it). Cancelled counts the ones this run took off the book (also a resend
- * whose first attempt did it); the others are named by what became of them.
- */
-export function describeCancelAll(symbol, outcomes) {
-  const groups = new Map(); // phrase -> orders
-  const add = (phrase, o) => groups.set(phrase, [...(groups.get(phrase) || []), o]);
-  let done = 0;
-  let off = 0;
-  let bad = false;
-  for (const { before, res, now } of outcomes) {
-    const body = res.body || {};
-    if (res.status === 200 || (now && now.reason === "cancelled_by_user" && res.resent)) {
-      done += 1;
-      off += now.remainingQty;
-    } else if (now && now.status === "filled") {
-      add("had already filled", before);
-    } else if (now && now.reason === "cancelled_by_user") {
-      add("was already cancelled", before);
-    } else if (now) {
-      add(`was already ${now.status}`, before);
-    } else if (res.status === 0 && body.late) {
-      add("had no answer yet (see My open orders)", before);
-    } else if (res.status === 0) {
-      bad = true;
-      add("not sent: the server cannot be reached", before);
-    } else {
-      bad = true;
-      add(`refused (${body.error || res.status})`, before);
-    }
+/** What became of a listed order the cancel-all did not cancel (`now`: as read after it, or null). */
+function fate(now) {
+  if (!now) return "was no longer open";
+  if (now.status === "filled") return "had already filled";
+  if (now.status === "cancelled" && now.reason !== "cancelled_by_user") {
+    return `was already cancelled (${fmtReason(now.reason)})`;
   }
-  const n = outcomes.length;
-  let text = `Cancelled ${fmtQty(done)} of ${plural(n, "order")} on ${symbol}`;
-  if (off) text += ` (${fmtQty(off)} off the book)`;
-  for (const [phrase, list] of groups) {
-    const words = list.length > 1 ? phrase.replace(/^was /, "were ") : phrase;
-    text += `; ${ids(list)} ${words}`;
-  }
-  return { text, kind: done === n ? "ok" : bad ? "bad" : "warn" };
+  return `was already ${fmtStatus(now.status)}`;
 }
 
 /**
- * The button and its question. `run(list)` cancels the orders and resolves once every answer is in;
- * `show(symbol, list, others)` is called whenever my orders or the symbol change.
+ * One line for what a cancel-all did: {text, kind}. `list`: the orders the question listed; `res`: the
+ * answer, {orders: [the orders it cancelled], seq} when 200; `fates`: orderId -> the order as read after
+ * it (or null), for each listed order it did not cancel. Cancelled counts the listed ones this run took
+ * off the book (also by a resend's first attempt, whose answer was lost); the others are named by what
+ * became of them, and orders it cancelled that the list did not show are named too.
+ */
+export function describeCancelAll(symbol, list, res, fates, note = "") {
+  const body = res.body || {};
+  if (res.status === 0 && body.late) {
+    const text = `Cancel all ${symbol}: no answer from the server yet; check My open orders (a late answer is said here)`;
+    return { text, kind: "warn" };
+  }
+  if (res.status === 0) {
+    return { text: `Cancel all ${symbol} not sent: the server cannot be reached. Try again once Live.`, kind: "bad" };
+  }
+  if (res.status !== 200) {
+    return { text: `Cancel all ${symbol} refused: ${body.error || "error"} (${res.status})${note}`, kind: "bad" };
+  }
+  const cancelled = new Map((body.orders || []).map((o) => [o.orderId, o]));
+  const groups = new Map(); // phrase -> orders
+  const done = [];
+  for (const before of list) {
+    const now = cancelled.get(before.orderId) || fates.get(before.orderId) || null;
+    if (cancelled.has(before.orderId) || (now && now.reason === "cancelled_by_user" && res.resent)) {
+      done.push(now);
+    } else {
+      const phrase = fate(now);
+      groups.set(phrase, [...(groups.get(phrase) || []), before]);
+    }
+  }
+  const listed = new Set(list.map((o) => o.orderId));
+  const unlisted = [...cancelled.values()].filter((o) => !listed.has(o.orderId));
+  const off = [...done, ...unlisted].reduce((total, o) => total + o.remainingQty, 0);
+  let text = `Cancelled ${fmtQty(done.length)} of ${plural(list.length, "order")} on ${symbol}`;
+  if (off) text += ` (${fmtQty(off)} off the book)`;
+  for (const [phrase, orders] of groups) text += `; ${ids(orders)} ${were(phrase, orders.length)}`;
+  if (unlisted.length) {
+    text += `; ${ids(unlisted)} ${were("was also cancelled", unlisted.length)} (not listed when you confirmed)`;
+  }
+  const kind = done.length === list.length && !unlisted.length ? "ok" : "warn";
+  return { text: text + note, kind };
+}
+
+const were = (phrase, n) => (n > 1 ? phrase.replace(/^was /, "were ") : phrase);
+
+/**
+ * The button and its question. `run(symbol, list)` cancels the symbol's orders (`list`: those the question
+ * listed) and resolves once its answer is said; `show(symbol, list, others)` is called whenever my orders
+ * or the symbol change.
  */
 export class CancelAll {
   constructor({ button, box, text, send, back, run, home }) {
@@ -89,7 +105,7 @@ export class CancelAll {
     this.text = text;
     this.sendButton = send;
     this.run = run;
-    this.running = 0; // orders in the run in flight
+    this.running = 0; // orders in the cancel-all in flight
     this.symbol = "";
     this.list = [];
     this.others = 0;
@@ -145,13 +161,13 @@ export class CancelAll {
 
   async go() {
     if (this.running || !this.list.length) return;
-    const list = this.list;
+    const { symbol, list } = this;
     this.box.hidden = true;
     this.running = list.length;
     this.show(this.symbol, this.list, this.others);
     this.home.focus();
     try {
-      await this.run(list);
+      await this.run(symbol, list);
     } finally {
       this.running = 0;
       this.show(this.symbol, this.list, this.others);

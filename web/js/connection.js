@@ -213,11 +213,11 @@ export class Connection extends EventTarget {
   }
 
   /**
-   * Send an order-entry call ({op: "order" | "cancel" | "amend", ...}) and resolve with the server's
-   * {status, body, resent} (`resent`: it went out on more than one connection, so an earlier attempt may
-   * have done the work and its answer been lost). Sent now if connected, else on the next connect; resent
-   * after a reconnect until answered. Unanswered after `requestTimeoutMs` it resolves with status 0 and
-   * `late: true`; an answer that still comes on the same connection is then a "late" event.
+   * Send an order-entry call ({op: "order" | "cancel" | "amend" | "cancelAll", ...}) and resolve with the
+   * server's {status, body, resent} (`resent`: it went out on more than one connection, so an earlier
+   * attempt may have done the work and its answer been lost). Sent now if connected, else on the next
+   * connect; resent after a reconnect until answered. Unanswered after `requestTimeoutMs` it resolves with
+   * status 0 and `late: true`; an answer that still comes on the same connection is then a "late" event.
    */
   request(msg) {
     const id = this.nextId++;

@@ -3,9 +3,10 @@
 // Feed messages only change state and mark panels dirty; each dirty panel is redrawn once in the next
 // animation frame (frame.js), however many messages arrived before it.
 
-import { AmendForm, describeAmend } from "./amend.js";
+import { OrderActions } from "./actions.js";
+import { AmendForm } from "./amend.js";
 import { BookState, BookView } from "./book.js";
-import { CancelAll, describeCancelAll } from "./cancelall.js";
+import { CancelAll } from "./cancelall.js";
 import { PriceChart } from "./chart.js";
 import { checkLimit, checkMarket } from "./checks.js";
 import { ColumnChars } from "./columns.js";
@@ -37,7 +38,6 @@ const page = {
   ordersLoading: null, // updates that arrived while GET /orders was in flight
   ordersOf: null, // the account whose open orders the list holds (a reload for the same one is compared)
   known: new Map(), // orderId -> the highest seq a reload showed: an update as old is not news
-  amendBefore: new Map(), // orderId -> the order as the last amend sent for it saw it (for a late answer)
   session: Math.random().toString(36).slice(2, 8),
   sent: 0,
   lastOrder: null, // {key, clientOrderId, answeredAt, unconfirmed}: the last order sent, for repeats
@@ -65,8 +65,8 @@ const tape = new Tape($("tape"), new ColumnChars($("tape-table"), () => {
 }));
 const chart = new PriceChart($("chart"), $("chart-summary"));
 const amendForm = new AmendForm({
-  send: amendOrder,
-  precheck: checkAmend,
+  send: (o, fields) => actions.amend(o, fields),
+  precheck: (o, price, qty) => actions.checkAmend(o, price, qty),
   against: (side) => (side === "buy" ? page.book.bestAsk() : page.book.bestBid()),
   span: () => [...$("orders-table").querySelectorAll("col")].filter((c) => getComputedStyle(c).display !== "none").length,
   focusOut: (orderId) => {
@@ -78,7 +78,7 @@ const amendForm = new AmendForm({
 const orders = new MyOrders({
   tbody: $("orders"),
   empty: $("orders-empty"),
-  onCancel: cancelOrder,
+  onCancel: (o) => actions.cancel(o),
   onAmend: (o) => {
     amendForm.toggle(o);
     orders.render(); // now, so the keyboard can go into the form
@@ -94,8 +94,9 @@ const cancelAll = new CancelAll({
   send: $("cancel-all-send"),
   back: $("cancel-all-back"),
   home: $("orders-title"),
-  run: cancelEvery,
+  run: (symbol, list) => actions.cancelAll(symbol, list),
 });
+const actions = new OrderActions({ page, orders, call, say, loadOrders, shownDepth });
 const ticket = new Ticket($("ticket"), {
   answer: $("answer"),
   onSubmit: placeOrder,
@@ -569,15 +570,7 @@ function showOrder(o, prefix = "") {
 // "no answer yet" line, or is said under Activity.
 conn.addEventListener("late", (ev) => {
   const { request, status, body } = ev.detail;
-  if (request.op === "cancel") {
-    cancelAnswered(request.orderId, { status, body }, " (the answer came late)");
-    return;
-  }
-  if (request.op === "amend") {
-    const before = page.amendBefore.get(request.orderId);
-    if (before) amendAnswered(before, request, { status, body }, " (the answer came late)");
-    return;
-  }
+  if (actions.late(request, { status, body })) return; // a cancel, cancel-all or amend
   if (request.op !== "order") return;
   const last = page.lastOrder;
   const current = last !== null && last.clientOrderId === request.clientOrderId && last.unconfirmed;
@@ -597,121 +590,6 @@ conn.addEventListener("late", (ev) => {
   invalidate("book");
 });
 
-async function cancelOrder(o) {
-  if (orders.busy.has(o.orderId)) return; // one cancel at a time per order
-  orders.busy.add(o.orderId);
-  invalidate("orders");
-  const account = page.account;
-  const res = await call("cancel", "DELETE", `/orders/${o.orderId}`, { orderId: o.orderId });
-  orders.busy.delete(o.orderId);
-  if (account !== page.account) return; // another account's cancel: its answer is not news here
-  cancelAnswered(o.orderId, res);
-}
-
-/**
- * Say what a cancel did. A 409 carries the order as it is now, so a cancel that finds its order closed
- * says how: cancelled (a resend after a reconnect whose first attempt had done it, or a cancel from
- * elsewhere), filled first, or cancelled by the exchange. Nothing sent is "not sent", never "refused".
- */
-function cancelAnswered(orderId, res, note = "") {
-  const body = res.body || {};
-  const id = `#${orderId}`;
-  const now = orderNow(orderId, res);
-  const filled = (o) => (o.filledQty ? ` (${fmtQty(o.filledQty)} of ${fmtQty(o.qty)} had filled)` : "");
-  const off = (o) => `${fmtQty(o.remainingQty)} ${o.symbol} off the book${filled(o)}`;
-  if (res.status === 200) {
-    say(`Cancelled ${id}: ${off(now)}${note}`, "ok");
-  } else if (now && now.status === "cancelled" && now.reason === "cancelled_by_user") {
-    say(res.resent
-      ? `Cancelled ${id}: ${off(now)} (confirmed after a reconnect; the first answer was lost)${note}`
-      : `${id} was already cancelled: ${off(now)}${note}`, "ok");
-  } else if (now && now.status === "filled") {
-    say(`Cancel ${id} too late: ${describeOrder(now)} had already filled (${fmtQty(now.filledQty)} of ` +
-      `${fmtQty(now.qty)})${note}`, now.side);
-  } else if (now) {
-    say(`Cancel ${id} too late: it was already ${now.status} (${fmtReason(now.reason) || "closed"})` +
-      `${filled(now)}${note}`, "warn");
-  } else if (res.status === 0 && body.late) {
-    say(`Cancel ${id}: no answer from the server yet; check My open orders (a late answer is said here)`, "warn");
-  } else if (res.status === 0) {
-    say(`Cancel ${id} not sent: the server cannot be reached. Try again once Live.`, "bad");
-  } else {
-    say(`Cancel ${id} refused: ${body.error || res.status}${note}`, "bad");
-    if (res.status === 409 || res.status === 404) loadOrders();
-  }
-  invalidate("orders");
-  invalidate("book");
-}
-
-/** The order as a cancel's or amend's answer has it (a 200's body, a refusal's `order`), taken in; or null. */
-function orderNow(orderId, res) {
-  const body = res.body || {};
-  const now = res.status === 200 ? body : res.status >= 400 && body.order ? body.order : null;
-  if (now) {
-    orders.upsert(now);
-    page.known.set(orderId, Math.max(now.seq, page.known.get(orderId) ?? 0));
-  }
-  return now;
-}
-
-/**
- * Cancel all (cancelall.js): one cancel per order, all in flight at once over the WebSocket (over HTTP
- * when it is down), then one line under Activity for the lot.
- */
-async function cancelEvery(list) {
-  const symbol = page.symbol;
-  const account = page.account;
-  for (const o of list) orders.busy.add(o.orderId);
-  invalidate("orders");
-  const answers = await Promise.all(list.map((o) => call("cancel", "DELETE", `/orders/${o.orderId}`, { orderId: o.orderId })));
-  for (const o of list) orders.busy.delete(o.orderId);
-  invalidate("orders");
-  if (account !== page.account) return;
-  const outcomes = list.map((o, i) => ({ before: o, res: answers[i], now: orderNow(o.orderId, answers[i]) }));
-  const { text, kind } = describeCancelAll(symbol, outcomes);
-  say(text, kind);
-  if (outcomes.some(({ res }) => res.status === 404)) loadOrders();
-  invalidate("book");
-}
-
-/**
- * Amend an order (the form in amend.js): over the WebSocket, or `PATCH /orders/{id}` when it is down.
- * What came of it is said under Activity; the form gets the same words.
- */
-async function amendOrder(o, fields) {
-  const account = page.account;
-  orders.amending.add(o.orderId);
-  page.amendBefore.set(o.orderId, o);
-  invalidate("orders");
-  const res = await call("amend", "PATCH", `/orders/${o.orderId}`, { orderId: o.orderId, ...fields }, fields);
-  orders.amending.delete(o.orderId);
-  if (!(res.status === 0 && res.body && res.body.late)) page.amendBefore.delete(o.orderId); // none to come late
-  invalidate("orders");
-  if (account !== page.account) return null;
-  return amendAnswered(o, fields, res);
-}
-
-function amendAnswered(before, fields, res, note = "") {
-  const outcome = describeAmend(before, fields, res, note);
-  orderNow(before.orderId, res);
-  say(outcome.text, outcome.kind);
-  if (res.status === 404) loadOrders();
-  invalidate("orders");
-  invalidate("book");
-  return outcome;
-}
-
-/** Before an amend goes: the limit-order check for the price and what could still trade (checks.js). */
-function checkAmend(o, price, qty) {
-  if (page.refused) return null; // the server says so
-  if (o.postOnly) return null;
-  const what = `Amend #${o.orderId} to ${o.side} ${fmtQty(qty)} ${o.symbol} @ ${fmtPrice(price)}`;
-  const book = o.symbol === page.symbol ? page.book : null;
-  if (!book) return null;
-  return checkLimit({ side: o.side, price, qty: qty - o.filledQty, tif: o.tif }, book, shownDepth(), what,
-    `Amend to ${fmtQty(qty)} @ ${fmtPrice(price)} anyway`);
-}
-
 // ------------------------------------------------------------------ settings
 
 /** Use a token: any text the server may know (in open demo mode, an account name). Shown only masked. */
@@ -722,7 +600,7 @@ function useAccount(token) {
   page.lastOrder = null;
   page.ordersOf = null;
   page.known.clear();
-  page.amendBefore.clear();
+  actions.reset();
   amendForm.close(false);
   prefs.save("account", token);
   $("account").value = token;

@@ -506,9 +506,15 @@ class _WsSession:
             return
         self.ex.counters["cancel_on_disconnect"] += 1
         log.info("a WebSocket of %s with cancel on disconnect closed: cancelling its open orders", account)
-        task = asyncio.ensure_future(execute(self.ex, CancelAll(account), protocol.answer_cancel_all))
+        task = asyncio.ensure_future(self._cancel_all_of(account))
         self.ex.chores.add(task)
         task.add_done_callback(self.ex.chores.discard)
+
+    async def _cancel_all_of(self, account: str) -> None:
+        status, body = await execute(self.ex, CancelAll(account), protocol.answer_cancel_all)
+        if status != 200:  # nobody waits for this answer: the operator is told instead
+            log.error("cancel on disconnect of %s was not carried out (%d): %s", account, status,
+                      body.decode(errors="replace"))
 
     def handle(self, raw: str) -> None:
         try:

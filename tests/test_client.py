@@ -1060,3 +1060,141 @@ def test_the_example_runs_as_documented_also_twice_at_once(server: ServerProcess
         out, err = run.communicate(timeout=60)
         assert run.returncode == 0, err
         assert "cancelled #" in out and "from the trade store" in out
+
+
+# ---------------------------------------------------------------- cancel all, cancel on disconnect
+
+
+async def open_ids(http: Client) -> list[int]:
+    return [o.order_id for o in await http.open_orders()]
+
+
+async def until_open(http: Client, expected: list[int], timeout: float = 10.0) -> None:
+    """Wait until the account's open orders are `expected` (the server cancels on disconnect once it
+    has seen the connection go)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (ids := await open_ids(http)) != expected:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"open orders {ids}, not {expected}, after {timeout} s")
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("over", ["http", "ws"])
+async def test_cancel_all_returns_exactly_what_it_cancelled(server: ServerProcess, over: str) -> None:
+    account = f"sweeper-{over}"
+    events: list[Event] = []
+    async with Client(server.url, account) as http, Session(server.url, account) as ws, \
+            Client(server.url, "bystander") as other:
+        ws.add_listener(events.append)
+        caller = http if over == "http" else ws
+        bids = [await http.place_order("ACME", "buy", 5, p) for p in (90, 91, 91)]
+        ask = await http.place_order("ACME", "sell", 5, 95_000)
+        beta = await ws.place_order("BETA", "buy", 5, 90)  # over the WebSocket: the account's all the same
+        theirs = await other.place_order("ACME", "buy", 5, 91)
+
+        gone = await caller.cancel_all("ACME", "buy")
+        assert [o.order_id for o in gone] == [o.order_id for o in bids]  # oldest first
+        assert all(o.status == "cancelled" and o.reason == "cancelled_by_user" and o.remaining_qty == 5
+                   for o in gone)
+        assert len({o.seq for o in gone}) == 1  # one command
+        assert await open_ids(http) == [ask.order_id, beta.order_id]
+        assert [o.order_id for o in await caller.cancel_all(side="sell")] == [ask.order_id]
+        assert await caller.cancel_all("ACME") == []  # nothing open there: not an error
+        assert [o.order_id for o in await caller.cancel_all()] == [beta.order_id]
+        assert await open_ids(http) == [] and await caller.cancel_all() == []
+        assert await open_ids(other) == [theirs.order_id]  # another account's order stays
+
+        for bad, field_name in (({"symbol": "NOPE"}, "symbol"), ({"side": "up"}, "side")):
+            with pytest.raises(ApiError) as err:
+                await caller.cancel_all(**bad)  # type: ignore[arg-type]
+            assert (err.value.status, err.value.field) == (400, field_name)
+        # Each cancelled order also came as a private update; the session holds none of them open.
+        await ws.ping()
+        await wait_for(lambda: {o.order_id for o in gone} <= {
+            e.order.order_id for e in events if isinstance(e, OrderChanged) and e.order.status == "cancelled"})
+        assert dict(ws.orders) == {}
+        await other.cancel_all()
+    async with Client(server.url) as anonymous:
+        with pytest.raises(ApiError) as err:
+            await anonymous.cancel_all()
+        assert err.value.status == 401
+
+
+async def test_cancel_on_disconnect_cancels_the_accounts_orders_when_the_session_closes(
+        server: ServerProcess) -> None:
+    """Armed on every sign-in: a dropped connection cancels, and so does closing the next one. A session
+    without it leaves its orders (closed at the same moment as an armed one, so it had its chance)."""
+    states: list[str] = []
+    bot = Session(server.url, "cod-bot", cancel_on_disconnect=True, backoff=Backoff(initial=0.05, maximum=0.1))
+    bot.add_listener(lambda e: states.append(e.state) if isinstance(e, StateChanged) else None)
+    human = Session(server.url, "cod-human")
+    async with Client(server.url, "cod-bot") as http, Client(server.url, "cod-human") as human_http:
+        try:
+            await bot.start()
+            await bot.place_order("ACME", "buy", 1, 80)
+            await http.place_order("BETA", "sell", 1, 90_000)  # over HTTP: the account's, so cancelled too
+            assert bot._ws is not None
+            await bot._ws.close()  # the connection goes; the session reconnects
+            await until_open(http, [])
+            await wait_for(lambda: states[-1] == "connected")
+            placed = await bot.place_order("GAMMA", "buy", 2, 70)  # armed again with the new sign-in
+
+            await human.start()
+            kept = await human.place_order("GAMMA", "buy", 2, 70)
+            assert await open_ids(http) == [placed.order_id]
+        finally:
+            await asyncio.gather(bot.close(), human.close())
+        await until_open(http, [])
+        after = await http.get_order(placed.order_id)
+        assert (after.status, after.reason) == ("cancelled", "cancelled_by_user")
+        assert await open_ids(human_http) == [kept.order_id]
+        await human_http.cancel_order(kept.order_id)
+
+BOT = """
+import asyncio, sys
+from tickflow.net.client import Session
+
+async def main() -> None:
+    async with Session(sys.argv[1], "cod-killed", cancel_on_disconnect=True) as ws:
+        for price in (60, 61, 62):
+            await ws.place_order("DELTA", "buy", 1, price)
+        print("placed", flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+async def test_cancel_on_disconnect_when_the_process_is_killed(server: ServerProcess) -> None:
+    bot = await asyncio.create_subprocess_exec(sys.executable, "-c", BOT, server.url,
+                                               stdout=asyncio.subprocess.PIPE)
+    try:
+        assert bot.stdout is not None
+        assert await asyncio.wait_for(bot.stdout.readline(), 30) == b"placed\n"
+        async with Client(server.url, "cod-killed") as http:
+            assert len(await open_ids(http)) == 3
+            bot.kill()  # no close frame: the kernel just closes its socket
+            await bot.wait()
+            await until_open(http, [])
+    finally:
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()
+
+
+async def test_cancel_on_disconnect_is_confirmed_or_the_session_stops() -> None:
+    """A server that does not say it armed it (one too old to know it) must not be traded on as if it had."""
+    sent: list[dict] = []
+
+    async def old_server(ws: web.WebSocketResponse, message: dict) -> None:
+        sent.append(message)
+        if message["op"] == "auth":
+            await ws.send_json({"type": "auth", "account": "ola", "updates": True})
+
+    async with not_tickflow(old_server) as url:
+        with pytest.raises(AuthFailed, match="cancel on disconnect"):
+            async with Session(url, "ola", cancel_on_disconnect=True):
+                pass
+    assert sent[0] == {"op": "auth", "token": "ola", "cancelOnDisconnect": True}
+    with pytest.raises(ValueError, match="needs a token"):
+        Session("http://127.0.0.1:9", cancel_on_disconnect=True)

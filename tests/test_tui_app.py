@@ -20,6 +20,7 @@ from tickflow.net.client import (
     Fill,
     GapDetected,
     Level,
+    NotConnected,
     Order,
     OrderChanged,
     Resynced,
@@ -861,6 +862,46 @@ async def test_cancelling_keeps_the_cursor_on_the_next_order() -> None:
         await settle(pilot)
         assert orders.selected is not None and orders.selected.order_id == 51
         assert [c[1]["orderId"] for c in backend.calls] == [52, 53, 54, 55]
+
+
+async def test_cancel_all_is_one_call_for_the_symbol_on_screen() -> None:
+    """C: one cancel-all for ACME (it was a cancel per order), told in one line with how many; the GLOBEX
+    order stays. Not connected: one error, and the orders stay listed."""
+    events, bars, mine = busy_feed()
+    globex = order(43, "sell", 77, 5, symbol="GLOBEX", seq=495)
+    cancelled = [msgspec.structs.replace(o, status="cancelled", reason="cancelled_by_user", remaining_qty=0, seq=900)
+                 for o in mine]
+    answers: list[list[Order] | Exception] = [NotConnected("not connected"), cancelled]
+    backend = FixedBackend(events=[*events, OrderChanged(globex)], bars={"ACME": bars}, open_orders=[*mine, globex],
+                           answer=lambda call, args: answers.pop(0))
+    app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+
+    def toasts() -> list[str]:
+        return [str(toast.render()) for toast in app.screen.query(Toast)]
+
+    async with app.run_test(size=(140, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("C")
+        await settle(pilot)
+        assert backend.calls == [("cancel_all", {"symbol": "ACME"})]
+        assert toasts() == ["cancel all ACME: not connected: the cancel was not sent"]
+        assert [o.order_id for o in app.query_one(MyOrders).orders] == [41, 42, 43]
+        assert app.market.asked == set()
+
+        app.clear_notifications()
+        await pilot.press("C")
+        await settle(pilot)
+        assert backend.calls[1:] == [("cancel_all", {"symbol": "ACME"})]
+        assert [o.order_id for o in app.query_one(MyOrders).orders] == [43]
+        for o in cancelled:  # the private updates of the same cancels: not news
+            backend.emit(OrderChanged(o))
+        await settle(pilot)
+        assert toasts() == ["cancel all: 2 ACME orders cancelled"]
+
+        app.clear_notifications()
+        await pilot.press("C")
+        await settle(pilot)
+        assert len(backend.calls) == 2 and toasts() == ["no open orders in ACME"]
 
 
 async def test_book_cursor_stays_on_levels_that_exist() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
+from textual.widgets._toast import Toast
 
 from tickflow.demo import ServerProcess
 from tickflow.net.client import Client
@@ -248,3 +249,36 @@ async def test_another_server_at_the_same_address_is_shown_afresh(tmp_path: Path
     finally:
         first.kill()
         second.kill()
+
+
+async def test_cancel_all_takes_every_order_in_the_symbol_in_one_command(server: ServerProcess) -> None:
+    async with Client(server.url, "ursula") as ursula, Client(server.url, "victor") as victor:
+        acme = [await ursula.place_order("ACME", "buy", 2, p) for p in (101, 102, 102)]
+        acme.append(await ursula.place_order("ACME", "sell", 2, 99_000))
+        beta = await ursula.place_order("BETA", "buy", 2, 101)  # below the BETA ask an earlier test leaves
+        theirs = await victor.place_order("ACME", "buy", 1, 102)
+        app = live_app(server.url, "ursula")
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            mine = app.query_one(MyOrders)
+            await until(pilot, lambda: len(mine.orders) == 5, what="the five orders in My orders")
+            await pilot.press("C")
+            await until(pilot, lambda: [o.order_id for o in mine.orders] == [beta.order_id],
+                        what="only the BETA order left")
+            await until(pilot, lambda: any("cancel all: 4 ACME orders cancelled" in str(t.render())
+                                           for t in app.screen.query(Toast)), what="the summary")
+            now = [await ursula.get_order(o.order_id) for o in acme]
+            assert {(o.status, o.reason) for o in now} == {("cancelled", "cancelled_by_user")}
+            assert len({o.seq for o in now}) == 1  # one command: nothing could trade in between
+            assert [o.order_id for o in await ursula.open_orders()] == [beta.order_id]
+            assert [o.order_id for o in await victor.open_orders()] == [theirs.order_id]
+
+            def levels() -> tuple[dict[int, int], dict[int, int]]:
+                book = app.market.book
+                if book is None:
+                    return {}, {}
+                return {lv.price: lv.qty for lv in book.bids()}, {lv.price: lv.qty for lv in book.asks()}
+
+            await until(pilot, lambda: levels()[0].get(102) == 1 and 101 not in levels()[0]
+                        and 99_000 not in levels()[1], what="only victor's bid left of those levels")
+        await ursula.cancel_all()
+        await victor.cancel_all()

@@ -2,8 +2,8 @@
 
 Two halves, sharing one `aiohttp.ClientSession`:
 
-- `Client`: the HTTP calls (place, cancel, amend and get orders, open orders, book, trades, bars,
-  symbols, health), each returning a typed result or raising `ApiError` with the status and body.
+- `Client`: the HTTP calls (place, cancel, amend and get orders, cancel all, open orders, book, trades,
+  bars, symbols, health), each returning a typed result or raising `ApiError` with the status and body.
 - `Session`: one WebSocket that keeps itself up. Order entry correlated by request id (up to
   MAX_IN_FLIGHT on the wire at once; more wait their turn), market data applied into a `LocalBook` per symbol (snapshot, then updates checked against
   `prevSeq`; a gap re-subscribes; a big book's snapshot comes in parts, reported once whole), private
@@ -76,7 +76,8 @@ MAX_MESSAGE = 4 * 1024 * 1024
 """The largest WebSocket message a session takes (aiohttp's default, named): a bound, so that a server
 cannot make a client hold any amount of memory for one message. Market data comes in parts of at most
 1 MiB whatever the book's size (the server's PART_LEVELS); only the answer to an order that fills
-against some 100,000 orders at once (and its own-order update) is bigger, and ends the connection (1009)."""
+against some 100,000 orders at once (and its own-order update) is bigger, and ends the connection (1009),
+as does the answer to a cancel-all of some 13,000 orders or more (`Client.cancel_all` has no such bound)."""
 
 
 def new_http_session() -> aiohttp.ClientSession:
@@ -265,9 +266,10 @@ class _OrderMsg(msgspec.Struct, tag_field="type", tag="order"):
     order: Order
 
 
-class _Auth(msgspec.Struct, tag_field="type", tag="auth"):
+class _Auth(msgspec.Struct, tag_field="type", tag="auth", rename="camel"):
     account: str
     updates: bool = True
+    cancel_on_disconnect: bool = False
 
 
 class _Resync(msgspec.Struct, tag_field="type", tag="resync"):
@@ -362,7 +364,8 @@ class RequestTimeout(ConnectionLost, TimeoutError):
 
 
 class AuthFailed(TickflowError):
-    """The server refused the session's token; the session stops rather than retry forever."""
+    """The server refused the session's token (or did not arm the cancel on disconnect asked for); the
+    session stops rather than retry forever."""
 
 
 def _log_times(a: int, b: int) -> tuple[str, str]:
@@ -421,6 +424,10 @@ def _order_fields(symbol: str, side: Side, qty: int, price: int | None, type: Or
     if client_order_id is not None:
         body["clientOrderId"] = client_order_id
     return body
+
+
+def _cancel_all_fields(symbol: str | None, side: Side | None) -> dict[str, Any]:
+    return {k: v for k, v in (("symbol", symbol), ("side", side)) if v is not None}
 
 
 def _amend_fields(qty: int | None, price: int | None) -> dict[str, Any]:
@@ -526,6 +533,13 @@ class Client:
     async def amend_order(self, order_id: int, *, qty: int | None = None, price: int | None = None) -> Order:
         """`PATCH /orders/{id}`: `qty` is the new total quantity (filled part included)."""
         return await self._typed(Order, "PATCH", f"/orders/{order_id}", body=_amend_fields(qty, price))
+
+    async def cancel_all(self, symbol: str | None = None, side: Side | None = None) -> list[Order]:
+        """`DELETE /orders`: cancel every open order of the caller's, or only those in `symbol` and/or on
+        `side`, in one command (nothing trades between the first cancel and the last). Returns the
+        orders it cancelled, oldest first, [] when none was open; 400 unknown symbol or bad side."""
+        params = _cancel_all_fields(symbol, side)
+        return (await self._typed(_OrderList, "DELETE", "/orders", params)).orders
 
     async def get_order(self, order_id: int) -> Order:
         """`GET /orders/{id}`: the order's current state (`fills` empty); 404 unknown or not yours."""
@@ -763,15 +777,28 @@ class Session:
     no holes, and after a reconnection or a slow-consumer resync the account's orders are read again, so
     an order that changed meanwhile (a fill, say) gives an `OrderChanged`. `updates=False` asks the
     server for no private updates (no `OrderChanged`): for a script that needs only its own answers.
+
+    `cancel_on_disconnect=True` (needs a token) asks the server to cancel every open order of the
+    account (in every symbol, also those placed over HTTP or other connections) when this connection
+    goes away, however it goes: `close()` (the cancel may still be on its way when it returns), the
+    process dying, the network dropping it, the server closing it for not reading. Not when the server
+    stops or crashes: the orders are still there after its restart. It lasts one connection, so the
+    session asks for it with every sign-in. A connection that dies silently is noticed by the server's
+    pings (within some 45 s), possibly after the session is back on a new one: what was placed
+    meanwhile is cancelled too (each an `OrderChanged`). A server that does not confirm it stops the
+    session with `AuthFailed`.
     """
 
     def __init__(self, url: str, token: str | None = None, *, symbols: Iterable[str] = (),
-                 updates: bool = True, reconnect: bool = True, backoff: Backoff | None = None,
-                 heartbeat: float = 5.0, request_timeout: float = 10.0, connect_timeout: float = 5.0,
-                 http: aiohttp.ClientSession | None = None) -> None:
+                 updates: bool = True, cancel_on_disconnect: bool = False, reconnect: bool = True,
+                 backoff: Backoff | None = None, heartbeat: float = 5.0, request_timeout: float = 10.0,
+                 connect_timeout: float = 5.0, http: aiohttp.ClientSession | None = None) -> None:
         self.url = _base_url(url)
+        if cancel_on_disconnect and not token:
+            raise ValueError("cancel_on_disconnect needs a token: it is armed by signing in as the account")
         self.token = token
         self.updates = updates
+        self.cancel_on_disconnect = cancel_on_disconnect
         self.symbols: list[str] = list(dict.fromkeys(symbols))
         self.books: dict[str, LocalBook] = {}
         self.state: ConnState = "closed"
@@ -1031,11 +1058,15 @@ class Session:
             finally:
                 self._pending.pop(rid, None)
 
-    async def _order_call(self, op: dict[str, Any], timeout: float | None) -> Order:
+    async def _call(self, kind: type[T], op: dict[str, Any], timeout: float | None) -> T:
+        """An order-entry request's answer as a `kind`; `ApiError` on a 4xx/5xx status."""
         status, raw = await self.request(op, timeout)
         if status >= 400:
             raise ApiError(status, _decode_body(raw))
-        order = _decode_as(Order, raw, f"{op.get('op')} over the WebSocket", status)
+        return _decode_as(kind, raw, f"{op.get('op')} over the WebSocket", status)
+
+    async def _order_call(self, op: dict[str, Any], timeout: float | None) -> Order:
+        order = await self._call(Order, op, timeout)
         self._track(order)
         return order
 
@@ -1055,6 +1086,17 @@ class Session:
         """Amend over the WebSocket; same answer as `Client.amend_order`."""
         return await self._order_call({"op": "amend", "orderId": order_id, **_amend_fields(qty, price)},
                                       timeout)
+
+    async def cancel_all(self, symbol: str | None = None, side: Side | None = None, *,
+                         timeout: float | None = None) -> list[Order]:
+        """Cancel all over the WebSocket; same answer as `Client.cancel_all`. Each order it cancelled
+        also comes as an `OrderChanged`. An answer over MAX_MESSAGE (some 13,000 orders) ends the
+        connection: for that many, use `Client.cancel_all` (`self.http`)."""
+        op = {"op": "cancelAll", **_cancel_all_fields(symbol, side)}
+        orders = (await self._call(_OrderList, op, timeout)).orders
+        for order in orders:
+            self._track(order)
+        return orders
 
     async def ping(self, timeout: float = 5.0) -> float:
         """Round trip of `{"op": "ping"}` in seconds; `RequestTimeout` when no pong comes in `timeout`."""
@@ -1143,6 +1185,8 @@ class Session:
             auth: dict[str, Any] = {"op": "auth", "token": self.token}
             if not self.updates:
                 auth["updates"] = False
+            if self.cancel_on_disconnect:
+                auth["cancelOnDisconnect"] = True
             await self._send(auth)
         else:
             await self._on_connected()
@@ -1307,6 +1351,9 @@ class Session:
         elif isinstance(msg, _Snapshot):
             self._on_snapshot(msg)
         elif isinstance(msg, _Auth):
+            if self.cancel_on_disconnect and not msg.cancel_on_disconnect:
+                # Carrying on would leave orders in the book that the caller counts on going with it.
+                raise AuthFailed("the server did not arm cancel on disconnect (a server too old to know it?)")
             self.account = msg.account
             await self._on_connected()
         elif isinstance(msg, _Resync):

@@ -1,5 +1,5 @@
-"""Order calls made from the screen: send, cancel, amend. Each runs in a worker and answers with a
-message, so the screen never waits on the network."""
+"""Order calls made from the screen: send, cancel, cancel all in a symbol, amend. Each runs in a worker
+and answers with a message, so the screen never waits on the network."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from textual import work
 from tickflow.net.client import ApiError, NotConnected, Order, TickflowError
 from tickflow.tui import model as m
 from tickflow.tui.amend import AmendScreen
-from tickflow.tui.messages import OrderAnswered
+from tickflow.tui.messages import AllCancelled, OrderAnswered
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.ticket import OrderRequest, OrderTicket
 
@@ -64,29 +64,36 @@ class OrderActions:
     def action_cancel_selected(self: TickflowApp) -> None:
         order = self._selected("c")
         if order is not None:
-            self.cancel_orders([order.order_id])
+            self.market.asked.add(order.order_id)
+            self._cancel(order.order_id)
 
     def action_cancel_all(self: TickflowApp) -> None:
-        ids = [o.order_id for o in self.market.open_orders() if o.symbol == self.market.symbol]
+        symbol = self.market.symbol
+        ids = [o.order_id for o in self.market.open_orders() if o.symbol == symbol]
         if ids:
-            self.cancel_orders(ids)
+            self.market.asked.update(ids)
+            self._cancel_all(symbol, ids)
         else:
-            self.notify(f"no open orders in {self.market.symbol}", timeout=3)
-
-    def cancel_orders(self: TickflowApp, order_ids: list[int]) -> None:
-        self.market.asked.update(order_ids)
-        self._cancel(order_ids)
+            self.notify(f"no open orders in {symbol}", timeout=3)
 
     @work(group="order-entry")
-    async def _cancel(self: TickflowApp, order_ids: list[int]) -> None:
-        for order_id in order_ids:
-            try:
-                order = await self.backend.cancel_order(order_id)
-            except Exception as e:
-                self.post_message(OrderAnswered("cancel", None, f"cancel #{order_id}: {explain(e, 'cancel')}",
-                                                order_id))
-            else:
-                self.post_message(OrderAnswered("cancel", order, order_id=order_id))
+    async def _cancel_all(self: TickflowApp, symbol: str, ids: list[int]) -> None:
+        """One command for all of them: nothing can trade between the first cancel and the last."""
+        try:
+            orders = await self.backend.cancel_all(symbol)
+        except Exception as e:
+            self.post_message(AllCancelled(symbol, ids, [], f"cancel all {symbol}: {explain(e, 'cancel')}"))
+        else:
+            self.post_message(AllCancelled(symbol, ids, orders))
+
+    @work(group="order-entry")
+    async def _cancel(self: TickflowApp, order_id: int) -> None:
+        try:
+            order = await self.backend.cancel_order(order_id)
+        except Exception as e:
+            self.post_message(OrderAnswered("cancel", None, f"cancel #{order_id}: {explain(e, 'cancel')}", order_id))
+        else:
+            self.post_message(OrderAnswered("cancel", order, order_id=order_id))
 
     def action_amend_selected(self: TickflowApp) -> None:
         order = self._selected("a")
@@ -107,6 +114,21 @@ class OrderActions:
             self.post_message(OrderAnswered("amend", None, f"amend #{order_id}: {explain(e, 'amend')}"))
         else:
             self.post_message(OrderAnswered("amend", order))
+
+    def on_all_cancelled(self: TickflowApp, message: AllCancelled) -> None:
+        self.market.asked.difference_update(message.asked)
+        if not self.ready:
+            return
+        if message.error:
+            self.notify(message.error, severity="error", timeout=4)
+            return
+        for order in message.orders:
+            self.market.set_order(order)
+        self.mark(m.ORDERS)
+        n = len(message.orders)
+        said = f"{n} {message.symbol} order{'s' if n != 1 else ''} cancelled" if n else \
+            f"no {message.symbol} order was open any more"
+        self.notify(f"cancel all: {said}", timeout=3)
 
     def on_order_answered(self: TickflowApp, message: OrderAnswered) -> None:
         if message.order_id is not None:

@@ -43,6 +43,9 @@ class Backend(Protocol):
 
     async def cancel_order(self, order_id: int) -> Order: ...
 
+    async def cancel_all(self, symbol: str) -> list[Order]:
+        """Cancel every open order of the account in `symbol` in one command; the orders it cancelled."""
+
     async def amend_order(self, order_id: int, *, qty: int | None = None,
                           price: int | None = None) -> Order: ...
 
@@ -94,6 +97,9 @@ class LiveBackend:
 
     async def cancel_order(self, order_id: int) -> Order:
         return await self.session.cancel_order(order_id)
+
+    async def cancel_all(self, symbol: str) -> list[Order]:
+        return await self.session.cancel_all(symbol)
 
     async def amend_order(self, order_id: int, *, qty: int | None = None,
                           price: int | None = None) -> Order:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -39,7 +40,7 @@ class FixedBackend:
     def __init__(self, account: str = "alice", events: list[Event] | None = None, *,
                  symbols: list[str] | None = None, bars: dict[str, list[Bar]] | None = None,
                  open_orders: list[Order] | None = None,
-                 answer: Callable[[str, dict], Order | Exception] | None = None) -> None:
+                 answer: Callable[[str, dict], Order | list[Order] | Exception] | None = None) -> None:
         self.account = account
         self.events = list(events or [])
         self.symbol_list = symbols or ["ACME"]
@@ -88,7 +89,8 @@ class FixedBackend:
     async def open_orders(self) -> list[Order]:
         return list(self._open)
 
-    def _reply(self, call: str, args: dict) -> Order:
+    def _reply(self, call: str, args: dict) -> Any:
+        """The script's answer to `call` (a list of orders for cancel_all), raised when it is an exception."""
         self.calls.append((call, args))
         if self._answer is None:
             raise ApiError(503, {"error": "fixed feed: no server"})
@@ -104,6 +106,9 @@ class FixedBackend:
 
     async def cancel_order(self, order_id: int) -> Order:
         return self._reply("cancel", {"orderId": order_id})
+
+    async def cancel_all(self, symbol: str) -> list[Order]:
+        return self._reply("cancel_all", {"symbol": symbol})
 
     async def amend_order(self, order_id: int, *, qty: int | None = None, price: int | None = None) -> Order:
         return self._reply("amend", {"orderId": order_id, "qty": qty, "price": price})

@@ -50,6 +50,18 @@ class OrderAnswered(Message):
         self.order_id = order_id
 
 
+class AllCancelled(Message):
+    """The answer to cancel all in `symbol`: the orders it cancelled, or an error text; `asked` are the
+    open orders the screen showed there when it asked."""
+
+    def __init__(self, symbol: str, asked: list[int], orders: list[Order], error: str | None = None) -> None:
+        super().__init__()
+        self.symbol = symbol
+        self.asked = asked
+        self.orders = orders
+        self.error = error
+
+
 class PriceSelected(Message):
     """A book level was chosen: its price goes into the ticket."""
 

@@ -1,4 +1,5 @@
-"""Cancel all (DELETE /orders, the WebSocket's cancelAll) and cancel on disconnect, against real servers."""
+"""Cancel all (DELETE /orders, the WebSocket's cancelAll), reading open orders by the same filters, and
+cancel on disconnect, against real servers."""
 
 from __future__ import annotations
 
@@ -53,6 +54,14 @@ async def test_cancel_all_takes_exactly_the_callers_orders_in_one_command(server
         acme_ask = (await place(s, u, "alice", "ACME", "sell", 105))["orderId"]
         globex = (await place(s, u, "alice", "GLOBEX", "buy", 50))["orderId"]
         bobs = (await place(s, u, "bob", "ACME", "buy", 99))["orderId"]
+        # What a cancel-all would take can be read first, with the same filters.
+        status, listed = await call(s, "GET", f"{u}/orders?status=open&symbol=ACME&side=buy", "alice")
+        assert status == 200 and [o["orderId"] for o in listed["orders"]] == acme_bids
+        status, listed = await call(s, "GET", f"{u}/orders?side=sell", "alice")
+        assert status == 200 and [o["orderId"] for o in listed["orders"]] == [acme_ask]
+        for bad, field in (("symbol=NOPE", "symbol"), ("side=both", "side")):
+            status, body = await call(s, "GET", f"{u}/orders?{bad}", "alice")
+            assert status == 400 and body["field"] == field
         before = await commands(s, u)
 
         status, body = await call(s, "DELETE", f"{u}/orders?symbol=ACME&side=buy", "alice")

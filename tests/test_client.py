@@ -1091,6 +1091,8 @@ async def test_cancel_all_returns_exactly_what_it_cancelled(server: ServerProces
         ask = await http.place_order("ACME", "sell", 5, 95_000)
         beta = await ws.place_order("BETA", "buy", 5, 90)  # over the WebSocket: the account's all the same
         theirs = await other.place_order("ACME", "buy", 5, 91)
+        assert [o.order_id for o in await http.open_orders("ACME", "buy")] == [o.order_id for o in bids]
+        assert [o.order_id for o in await http.open_orders(side="sell")] == [ask.order_id]
 
         gone = await caller.cancel_all("ACME", "buy")
         assert [o.order_id for o in gone] == [o.order_id for o in bids]  # oldest first

@@ -58,6 +58,8 @@ async def test_real_answers_match_the_published_description(server: ServerProces
         await _check(s, spec, u, "DELETE", f"/orders/{oid}", "/orders/{orderId}", "alice")
         await _check(s, spec, u, "POST", "/orders", "/orders", "alice",
                      json={"symbol": "GLOBEX", "side": "buy", "price": 10, "qty": 5})
+        await _check(s, spec, u, "GET", "/orders?symbol=GLOBEX&side=buy", "/orders", "alice")
+        await _check(s, spec, u, "GET", "/orders?symbol=NOPE", "/orders", "alice")
         await _check(s, spec, u, "DELETE", "/orders?symbol=GLOBEX&side=buy", "/orders", "alice")
         await _check(s, spec, u, "DELETE", "/orders", "/orders", "alice")
         await _check(s, spec, u, "DELETE", "/orders?side=up", "/orders", "alice")

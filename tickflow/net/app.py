@@ -290,8 +290,16 @@ async def list_orders(request: web.Request) -> web.Response:
     status = request.query.get("status", "open")
     if status != "open":
         raise BadRequest("status must be 'open'", "status")
+    symbol = request.query.get("symbol")
+    if symbol is not None and symbol not in ex.engine.books:
+        raise BadRequest(f"unknown symbol {protocol.brief(symbol)}", "symbol")
+    side = request.query.get("side")
+    if side not in (None, "buy", "sell"):
+        raise BadRequest(f"side must be buy or sell, not {protocol.brief(side)}", "side")
     seq = ex.engine.last_seq
     orders = ex.engine.open_order_states(account)
+    if symbol is not None or side is not None:
+        orders = [o for o in orders if symbol in (None, o.symbol) and side in (None, o.side)]
     await _durable(ex, seq)
     return _json({"orders": orders})
 

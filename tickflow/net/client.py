@@ -427,6 +427,7 @@ def _order_fields(symbol: str, side: Side, qty: int, price: int | None, type: Or
 
 
 def _cancel_all_fields(symbol: str | None, side: Side | None) -> dict[str, Any]:
+    """The filters of a cancel-all or an open-orders read: the ones given."""
     return {k: v for k, v in (("symbol", symbol), ("side", side)) if v is not None}
 
 
@@ -545,9 +546,10 @@ class Client:
         """`GET /orders/{id}`: the order's current state (`fills` empty); 404 unknown or not yours."""
         return await self._typed(Order, "GET", f"/orders/{order_id}")
 
-    async def open_orders(self) -> list[Order]:
-        """The caller's open orders, oldest first."""
-        return (await self._typed(_OrderList, "GET", "/orders", {"status": "open"})).orders
+    async def open_orders(self, symbol: str | None = None, side: Side | None = None) -> list[Order]:
+        """The caller's open orders, oldest first: all of them, or those in `symbol` and/or on `side`."""
+        params = {"status": "open", **_cancel_all_fields(symbol, side)}
+        return (await self._typed(_OrderList, "GET", "/orders", params)).orders
 
     async def book(self, symbol: str, depth: int = 20) -> Book:
         """`GET /book/{symbol}`: the best `depth` levels (1-1000) of each side; 404 unknown symbol."""

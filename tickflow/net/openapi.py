@@ -126,8 +126,10 @@ OPENAPI: dict[str, Any] = {
                               **_errors(400, 401, 408, 409, 413, 415, 503)},
             },
             "get": {
-                "summary": "The caller's open orders, oldest first", "security": AUTH,
-                "parameters": [_query("status", {"type": "string", "enum": ["open"], "default": "open"})],
+                "summary": "The caller's open orders, oldest first (only those in a symbol and/or on a side)",
+                "security": AUTH,
+                "parameters": [_query("status", {"type": "string", "enum": ["open"], "default": "open"}),
+                               _query("symbol", SYMBOL), _query("side", {"type": "string", "enum": ["buy", "sell"]})],
                 "responses": {"200": _json(_obj({"orders": {"type": "array", "items": _ref("Order")}}), "open orders"),
                               **_errors(400, 401, 503)},
             },

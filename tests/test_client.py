@@ -23,6 +23,7 @@ from helpers.logs import write_log
 from tickflow.core.types import AddSymbol, Command, NewOrder
 from tickflow.demo import ServerProcess
 from tickflow.net.client import (
+    AccountFill,
     ApiError,
     AuthFailed,
     Backoff,
@@ -1077,6 +1078,21 @@ async def until_open(http: Client, expected: list[int], timeout: float = 10.0) -
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"open orders {ids}, not {expected}, after {timeout} s")
         await asyncio.sleep(0.05)
+
+
+async def test_fills_are_the_callers_side_of_its_trades(server: ServerProcess) -> None:
+    async with Client(server.url, "fill-maker") as maker, Client(server.url, "fill-taker") as taker:
+        rest = await maker.place_order("ACME", "sell", 6, 120)
+        took = await taker.place_order("ACME", "buy", 4, 120)
+        (mine,) = await maker.fills("ACME")
+        assert mine == AccountFill(took.fills[0].trade_id, "ACME", rest.order_id, "sell", 120, 4, "maker",
+                                   took.seq, took.ts)
+        (theirs,) = await taker.fills(newest_first=True)
+        assert (theirs.order_id, theirs.side, theirs.liquidity) == (took.order_id, "buy", "taker")
+        assert await taker.fills(after=theirs.trade_id) == []
+        with pytest.raises(ApiError) as err:
+            await taker.fills(limit=0)
+        assert (err.value.status, err.value.field) == (400, "limit")
 
 
 @pytest.mark.parametrize("over", ["http", "ws"])

@@ -585,6 +585,7 @@ async def test_everything_survives_a_restart(server: ServerProcess, kill: bool) 
         _, trades = await call(s, "GET", f"{u}/trades?limit=1000")
         _, bars = await call(s, "GET", f"{u}/bars?symbol=ACME")
         _, open0 = await call(s, "GET", f"{u}/orders", "acct0")
+        fills = {a: (await call(s, "GET", f"{u}/fills?limit=1000", a))[1] for a in ("acct0", "acct1", "acct2")}
         # The last command touches another book: each book's seq is its own last update's, after a restart too.
         _, last = await call(s, "POST", f"{u}/orders", "acct9", json=order(symbol="GLOBEX", price=70))
         _, globex = await call(s, "GET", f"{u}/book/GLOBEX")
@@ -599,11 +600,38 @@ async def test_everything_survives_a_restart(server: ServerProcess, kill: bool) 
         assert (await call(s, "GET", f"{u}/trades?limit=1000"))[1] == trades
         assert (await call(s, "GET", f"{u}/bars?symbol=ACME"))[1] == bars
         assert (await call(s, "GET", f"{u}/orders", "acct0"))[1] == open0
+        for account, theirs in fills.items():
+            assert (await call(s, "GET", f"{u}/fills?limit=1000", account))[1] == theirs
         for account, body, result in sent:
             st, again = await call(s, "POST", f"{u}/orders", account, json=body)
             assert st == 200 and again == result
         _, new = await call(s, "POST", f"{u}/orders", "acct9", json=order(price=50))
         assert new["orderId"] == last["orderId"] + 1
+
+
+async def test_fills_are_each_accounts_side_of_its_trades(server: ServerProcess) -> None:
+    u = server.url
+    async with aiohttp.ClientSession() as s:
+        _, maker = await call(s, "POST", f"{u}/orders", "mia", json=order(side="sell", price=101, qty=10))
+        _, other = await call(s, "POST", f"{u}/orders", "mia", json=order(symbol="GLOBEX", side="sell", price=7, qty=1))
+        _, taker = await call(s, "POST", f"{u}/orders", "tom", json=order(side="buy", price=101, qty=4))
+        _, again = await call(s, "POST", f"{u}/orders", "tom", json=order(symbol="GLOBEX", side="buy", price=7, qty=1))
+        status, mias = await call(s, "GET", f"{u}/fills", "mia")
+        assert status == 200
+        assert [(f["orderId"], f["symbol"], f["side"], f["qty"], f["liquidity"]) for f in mias] == [
+            (maker["orderId"], "ACME", "sell", 4, "maker"), (other["orderId"], "GLOBEX", "sell", 1, "maker")]
+        status, toms = await call(s, "GET", f"{u}/fills?symbol=ACME", "tom")
+        assert status == 200 and len(toms) == 1
+        assert toms[0] == {"tradeId": taker["fills"][0]["tradeId"], "symbol": "ACME", "orderId": taker["orderId"],
+                           "side": "buy", "price": 101, "qty": 4, "liquidity": "taker", "seq": taker["seq"],
+                           "ts": taker["ts"]}
+        _, newest = await call(s, "GET", f"{u}/fills?order=desc&limit=1", "tom")
+        assert [f["orderId"] for f in newest] == [again["orderId"]]
+        assert (await call(s, "GET", f"{u}/fills", "nobody"))[1] == []
+        for query, field in (("symbol=NOPE", "symbol"), ("limit=0", "limit"), ("order=up", "order"), ("after=-1", "after")):
+            status, body = await call(s, "GET", f"{u}/fills?{query}", "tom")
+            assert status == 400 and body["field"] == field, query
+        assert (await call(s, "GET", f"{u}/fills"))[0] == 401
 
 
 async def test_a_second_server_on_the_same_data_refuses(server: ServerProcess, tmp_path: Any) -> None:

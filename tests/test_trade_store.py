@@ -151,6 +151,48 @@ async def test_paging_back_from_the_newest_walks_every_trade_once(store: TradeSt
     assert await store.trades(None, 0, 10, before=ids[0]) == []
 
 
+def reference_fills(trades: list[Trade], account: str, symbol: str | None) -> list[dict[str, Any]]:
+    """The account's side of each of its trades, in trade-id order, worked out plainly."""
+    out = []
+    for t in sorted(trades, key=lambda t: t.trade_id):
+        if account not in (t.buy_account, t.sell_account) or symbol not in (None, t.symbol):
+            continue
+        side = "buy" if t.buy_account == account else "sell"
+        out.append({"tradeId": t.trade_id, "symbol": t.symbol,
+                    "orderId": t.buy_order_id if side == "buy" else t.sell_order_id, "side": side,
+                    "price": t.price, "qty": t.qty, "liquidity": "taker" if t.aggressor == side else "maker",
+                    "seq": t.seq, "ts": t.ts})
+    return out
+
+
+async def test_an_accounts_fills_page_both_ways_through_exactly_its_trades(store: TradeStore) -> None:
+    rng = random.Random(7)
+    accounts = ("alice", "bob", "carol", "dave")
+    trades = []
+    for t in random_trades(rng, 600, ("ACME", "BOLT"), HOUR):
+        buyer, seller = rng.sample(accounts, 2)  # never one account on both sides: self-trades are prevented
+        trades.append(msgspec.structs.replace(t, buy_account=buyer, sell_account=seller))
+    await store.insert(rng.sample(trades, len(trades)))
+    for account in (*accounts, "nobody"):
+        for symbol in (None, "ACME", "NOPE"):
+            want = reference_fills(trades, account, symbol)
+            got: list[dict[str, Any]] = []
+            after = 0
+            while page := await store.fills(account, symbol, after, 13):
+                assert len(page) <= 13
+                got.extend(page)
+                after = page[-1]["tradeId"]
+            assert got == want
+            back: list[dict[str, Any]] = []
+            before = None
+            while page := await store.fills(account, symbol, 0, 11, before=before, newest_first=True):
+                back.extend(page)
+                before = page[-1]["tradeId"]
+            assert back == want[::-1]
+    assert {f["liquidity"] for f in reference_fills(trades, "alice", None)} == {"maker", "taker"}
+    assert await store.fills("alice", None, 0, 0) == [] and await store.fills("alice", None, 0, -1) == []
+
+
 async def test_recent_is_the_newest_trades_oldest_first(store: TradeStore) -> None:
     trades = random_trades(random.Random(3), 300, ("ACME", "BOLT"), HOUR)
     await store.insert(trades)

@@ -337,6 +337,23 @@ async def get_trades(request: web.Request) -> web.Response:
     return _json(await ex.store.trades(symbol, after, limit, before=before, newest_first=order == "desc"))
 
 
+async def get_fills(request: web.Request) -> web.Response:
+    """The caller's side of its trades: the paging of /trades, plus its order, side and maker or taker."""
+    ex = request.app[EXCHANGE]
+    account = _account(request)
+    symbol = request.query.get("symbol")
+    if symbol is not None:
+        _symbol(request, symbol)
+    after = _int_param(request, "after", 0, 0, 1 << 62)
+    before = _int_param(request, "before", 1 << 62, 1, 1 << 62)
+    limit = _int_param(request, "limit", 100, 1, 1000)
+    order = request.query.get("order", "asc")
+    if order not in ("asc", "desc"):
+        raise BadRequest(f"order must be asc or desc, not {protocol.brief(order)}", "order")
+    await _trades_caught_up(ex)
+    return _json(await ex.store.fills(account, symbol, after, limit, before=before, newest_first=order == "desc"))
+
+
 async def get_bars(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE]
     symbol = _symbol(request, request.query.get("symbol"))
@@ -628,6 +645,7 @@ def make_app(exchange: Exchange) -> web.Application:
     r.add_patch("/orders/{order_id}", patch_order)
     r.add_get("/book/{symbol}", get_book)
     r.add_get("/trades", get_trades)
+    r.add_get("/fills", get_fills)
     r.add_get("/bars", get_bars)
     r.add_get("/symbols", get_symbols)
     r.add_get("/health", get_health)

@@ -150,6 +150,21 @@ class Trade(msgspec.Struct, frozen=True, rename="camel"):
     sell_order_id: int = 0
 
 
+class AccountFill(msgspec.Struct, frozen=True, rename="camel"):
+    """The caller's side of one of its trades: its order, the side it was on, and whether that order was
+    resting (`maker`) or took liquidity (`taker`)."""
+
+    trade_id: int
+    symbol: str
+    order_id: int
+    side: Side
+    price: int
+    qty: int
+    liquidity: Literal["maker", "taker"]
+    seq: int
+    ts: int
+
+
 class Level(msgspec.Struct, frozen=True, array_like=True):
     """A price level: total quantity and number of orders at `price` (the feed's `[price, qty, orders]`).
 
@@ -562,6 +577,13 @@ class Client:
         params = {"symbol": symbol, "after": after, "before": before, "limit": limit,
                   "order": "desc" if newest_first else None}
         return await self._typed(list[Trade], "GET", "/trades", params)
+
+    async def fills(self, symbol: str | None = None, after: int = 0, limit: int = 100, *,
+                    before: int | None = None, newest_first: bool = False) -> list[AccountFill]:
+        """`GET /fills`: the caller's side of its trades, paged like `trades`."""
+        params = {"symbol": symbol, "after": after, "before": before, "limit": limit,
+                  "order": "desc" if newest_first else None}
+        return await self._typed(list[AccountFill], "GET", "/fills", params)
 
     async def bars(self, symbol: str, interval: str = "1m", from_ms: int | None = None,
                    to_ms: int | None = None, *, before: int | None = None) -> list[Bar]:

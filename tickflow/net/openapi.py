@@ -88,6 +88,8 @@ BOOK = _obj({"symbol": {"type": "string"}, "seq": INT, "bids": {"type": "array",
              "asks": {"type": "array", "items": _ref("Level")}})
 TRADE = _obj({"tradeId": INT, "symbol": {"type": "string"}, "price": INT, "qty": INT, "buyOrderId": INT,
               "sellOrderId": INT, "aggressor": SIDE, "seq": INT, "ts": INT})
+ACCOUNT_FILL = _obj({"tradeId": INT, "symbol": {"type": "string"}, "orderId": INT, "side": SIDE, "price": INT,
+                     "qty": INT, "liquidity": {"type": "string", "enum": ["maker", "taker"]}, "seq": INT, "ts": INT})
 BAR = _obj({"t": INT, "open": INT, "high": INT, "low": INT, "close": INT, "volume": INT,
             "vwap": {"type": "number"}})
 SYMBOL_INFO = _obj({"symbol": {"type": "string"}, "bestBid": NULLABLE_INT, "bestAsk": NULLABLE_INT,
@@ -114,8 +116,8 @@ OPENAPI: dict[str, Any] = {
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         "schemas": {"Order": ORDER, "Fill": FILL, "OrderRequest": ORDER_REQUEST, "AmendRequest": AMEND_REQUEST,
-                    "Error": ERROR, "Level": LEVEL, "Book": BOOK, "Trade": TRADE, "Bar": BAR,
-                    "Symbol": SYMBOL_INFO, "Health": HEALTH},
+                    "Error": ERROR, "Level": LEVEL, "Book": BOOK, "Trade": TRADE, "AccountFill": ACCOUNT_FILL,
+                    "Bar": BAR, "Symbol": SYMBOL_INFO, "Health": HEALTH},
     },
     "paths": {
         "/orders": {
@@ -175,6 +177,21 @@ OPENAPI: dict[str, Any] = {
                                _query("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}),
                                _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})],
                 "responses": {"200": _json({"type": "array", "items": _ref("Trade")}, "trades"), **_errors(400, 503)},
+            }
+        },
+        "/fills": {
+            "get": {
+                "summary": "The caller's side of its trades with after < tradeId < before, oldest first "
+                           "(order=desc: the newest first): its order, side, and maker or taker",
+                "security": AUTH,
+                "parameters": [_query("symbol", SYMBOL),
+                               _query("after", {"type": "integer", "minimum": 0, "maximum": 1 << 62, "default": 0}),
+                               _query("before", {"type": "integer", "minimum": 1, "maximum": 1 << 62,
+                                                 "default": 1 << 62}),
+                               _query("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}),
+                               _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})],
+                "responses": {"200": _json({"type": "array", "items": _ref("AccountFill")}, "the caller's fills"),
+                              **_errors(400, 401, 503)},
             }
         },
         "/bars": {

@@ -44,6 +44,11 @@ CREATE_INDEXES: Final = (
     # (symbol, ts) cannot serve them: it would sort every trade of the symbol to return 100.
     f"CREATE INDEX IF NOT EXISTS {SYMBOL_INDEX} ON trades (symbol)",
 )
+ACCOUNT_INDEXES: Final = (
+    # Really (account, trade_id) for each side: an account's fills from a trade id on, in order.
+    "CREATE INDEX IF NOT EXISTS trades_buy_account ON trades (buy_account)",
+    "CREATE INDEX IF NOT EXISTS trades_sell_account ON trades (sell_account)",
+)
 DROP_INDEXES: Final = (f"DROP INDEX IF EXISTS {BARS_INDEX}", f"DROP INDEX IF EXISTS {SYMBOL_INDEX}")
 
 INSERT_SQL: Final = """
@@ -103,6 +108,25 @@ BARS_SQL: Final = _BARS_TEMPLATE.format(cut="")
 BARS_BEFORE_SQL: Final = _BARS_TEMPLATE.format(cut=" AND trade_id < :before")
 BAR_KEYS: Final = ("t", "open", "high", "low", "close", "volume", "vwap")
 
+# An account's side of its trades. Self-trades cannot happen, so each trade is the account's on one side
+# only; each branch walks its index from :after and stops at :limit rows, then the two are merged.
+_FILL_BRANCH: Final = """
+    SELECT * FROM (
+        SELECT trade_id, symbol, {side}_order_id, '{side}', price, qty,
+               CASE aggressor WHEN '{side}' THEN 'taker' ELSE 'maker' END, seq, ts
+        FROM trades
+        WHERE {side}_account = :account AND trade_id > :after AND trade_id < :before{symbol}
+        ORDER BY trade_id {order} LIMIT :limit)"""
+FILLS_SQL: Final = {
+    (by_symbol, order): _FILL_BRANCH.format(side="buy", order=order, symbol=" AND symbol = :symbol" * by_symbol)
+    + "\n    UNION ALL"
+    + _FILL_BRANCH.format(side="sell", order=order, symbol=" AND symbol = :symbol" * by_symbol)
+    + f"\nORDER BY 1 {order} LIMIT :limit"
+    for by_symbol in (False, True) for order in ("ASC", "DESC")
+}
+"""(by symbol?, ASC or DESC) -> an account's fills with after < trade id < before."""
+FILL_KEYS: Final = ("tradeId", "symbol", "orderId", "side", "price", "qty", "liquidity", "seq", "ts")
+
 COUNT_SQL: Final = "SELECT COUNT(*) FROM trades"
 MAX_TRADE_ID_SQL: Final = "SELECT COALESCE(MAX(trade_id), 0) FROM trades"
 
@@ -145,7 +169,7 @@ class TradeStore:
             await write.execute("PRAGMA journal_mode=WAL")
             await write.execute("PRAGMA synchronous=NORMAL")
             await write.execute(CREATE_TABLE)
-            for sql in CREATE_INDEXES:
+            for sql in (*CREATE_INDEXES, *ACCOUNT_INDEXES):
                 await write.execute(sql)
             await write.commit()
             try:
@@ -208,6 +232,18 @@ class TradeStore:
         params = (after, upper, limit) if symbol is None else (symbol, after, upper, limit)
         rows = await self._read.execute_fetchall(sql, params)
         return [dict(zip(WIRE_KEYS, row)) for row in rows]
+
+    async def fills(self, account: str, symbol: str | None, after: int, limit: int, *, before: int | None = None,
+                    newest_first: bool = False) -> list[dict[str, Any]]:
+        """`account`'s side of up to `limit` of its trades with after < id < before, in trade-id order (the
+        newest first with `newest_first`): its order, side, and whether it was the maker or the taker."""
+        if limit <= 0:
+            return []
+        params = {"account": account, "after": after, "before": (1 << 63) - 1 if before is None else before,
+                  "limit": limit, "symbol": symbol}
+        sql = FILLS_SQL[(symbol is not None, "DESC" if newest_first else "ASC")]
+        rows = await self._read.execute_fetchall(sql, params)
+        return [dict(zip(FILL_KEYS, row)) for row in rows]
 
     async def recent(self, symbol: str, limit: int) -> list[dict[str, Any]]:
         """The newest `limit` trades of `symbol`, oldest first."""

@@ -95,7 +95,8 @@ def limit(symbol: str, side: str, price: int, qty: int, **extra: Any) -> dict[st
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     symbols = ("ACME,GLOBEX,LOAD,TICK,TAPE,GAPS,BURST,PHONE,DBL,COMMA,BIG,SWEEP,OUT,FAT,ARROW,FOCUS,CXL,ANSWER,"
-               "CANDLE,FRESH,SWEPT,LOST,KILL,NARROW,SWITCH,STALE,LATE,TALL,AMEND,AMENDX,CXLALL,CXLOTHER,FINGER,CXLHTTP,CXLLATE")
+               "CANDLE,FRESH,SWEPT,LOST,KILL,NARROW,SWITCH,STALE,LATE,TALL,AMEND,AMENDX,CXLALL,CXLOTHER,FINGER,CXLHTTP,CXLLATE,"
+               "FILLS,FILLS2")
     srv = Server(tmp_path_factory.mktemp("web") / "data", symbols).start()
     yield srv
     srv.stop()
@@ -1201,6 +1202,17 @@ def test_a_refused_token_sends_nothing_and_a_good_one_clears_the_ticket(pages: P
     expect(page.locator("#answer")).to_contain_text("buy 1 ACME @ 43, open")
 
 
+def test_my_fills_say_a_refused_token_cannot_read_them(pages: Pages, token_server: Server) -> None:
+    page = pages.open("mallory", "ACME", server=token_server)
+    expect(page.locator("#conn")).to_have_attribute("data-state", "refused")
+    page.click("#tab-fills")
+    expect(page.locator("#fills-empty")).to_have_text("Your fills need a token the server knows (top right).")
+    page.fill("#account", "s3cret-a")
+    page.press("#account", "Enter")
+    expect(page.locator("#conn-text")).to_have_text("Live as alice")
+    expect(page.locator("#fills-empty")).not_to_contain_text("token")
+
+
 def test_symbols_are_read_again_after_a_reconnect(pages: Pages, tmp_path: Path) -> None:
     old = Server(tmp_path / "old", "ACME,OLD").start()
     # Another server on the same port: a symbol went away (a server keeps those of its data), one came.
@@ -1636,3 +1648,169 @@ def test_a_limit_order_far_through_the_book_is_confirmed_first(pages: Pages, ser
         r"^Limit sell 140 FINGER @ 977 goes past the 12 bids shown \(120, to 979\): it would sell 140 at 990 to 977\.$"))
     page.click("#t-confirm-send")
     expect(page.locator("#answer")).to_contain_text("sell 140 FINGER @ 977: filled 140 at 14 prices (977 to 990)")
+
+
+# ------------------------------------------------------------------ my fills
+
+
+def fill_rows(page: Page) -> list[tuple[str, ...]]:
+    """My fills as shown, newest first: (trade id, side, qty, price, order, maker or taker) for each row."""
+    rows = page.evaluate("""() => [...document.querySelectorAll('#fills tr')].map(tr =>
+        [tr.dataset.tradeId, ...[...tr.cells].slice(1).map(td => td.textContent.trim())])""")
+    return [tuple(r) for r in rows]
+
+
+def server_fills(server: Server, token: str, symbol: str) -> list[tuple[str, ...]]:
+    """The same, as GET /fills has them."""
+    status, body = call(server, "GET", f"/fills?symbol={symbol}&order=desc&limit=50", token)
+    assert status == 200, body
+    arrows = {"buy": "▲", "sell": "▼"}
+    return [(str(f["tradeId"]), f"{arrows[f['side']]} {f['side']}", f"{f['qty']:,}", f"@ {f['price']}",
+             f"#{f['orderId']}", f["liquidity"]) for f in body]
+
+
+def expect_fills_as_the_server_has_them(page: Page, server: Server, token: str, symbol: str, count: int) -> None:
+    want = server_fills(server, token, symbol)
+    assert len(want) == count, want
+    deadline = time.monotonic() + 10
+    while fill_rows(page) != want and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert fill_rows(page) == want
+
+
+def test_my_fills_are_read_on_load_and_kept_live_each_once(pages: Pages, server: Server, artifacts: Path) -> None:
+    """Fills made before the page loaded come from GET /fills; later ones live, from the answers and the
+    private updates, each once (also after a reload and a reconnect), with maker or taker as the server
+    records it; another symbol's on switching to it."""
+    rest = call(server, "POST", "/orders", "fay", limit("FILLS", "sell", 1010, 10))[1]["orderId"]
+    call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1010, 4))  # hits fay's resting sell
+    call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1000, 5))
+    took = call(server, "POST", "/orders", "fay", limit("FILLS", "sell", 1000, 3))[1]  # fay takes bob's bid
+    assert took["status"] == "filled"
+    call(server, "POST", "/orders", "mm", limit("FILLS2", "sell", 50, 7))
+    other = call(server, "POST", "/orders", "fay", limit("FILLS2", "buy", 50, 2))[1]["orderId"]
+
+    ws = WsControl()
+    page = pages.open("fay", "FILLS", ws_route=ws)
+    expect(page.locator("#fills-view")).to_be_hidden()  # My open orders is shown first
+    page.click("#tab-fills")
+    expect(page.locator("#tab-fills")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#tab-fills")).to_have_text("My fills FILLS")
+    expect(page.locator("#orders-view")).to_be_hidden()
+    expect(page.locator("#cancel-all")).to_be_hidden()  # it acts on the open orders
+    rows = page.locator("#fills tr")
+    expect(rows).to_have_count(2)
+    assert [r[1:] for r in fill_rows(page)] == [
+        ("▼ sell", "3", "@ 1000", f"#{took['orderId']}", "taker"),
+        ("▼ sell", "4", "@ 1010", f"#{rest}", "maker")]
+    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 2)
+
+    # Live, each once: bob hits the resting sell again (maker) ...
+    call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1010, 2))
+    expect(rows).to_have_count(3)
+    assert fill_rows(page)[0][1:] == ("▼ sell", "2", "@ 1010", f"#{rest}", "maker")
+    # ... a buy from the ticket takes dave's offer (its answer and its update both list the fill) ...
+    call(server, "POST", "/orders", "dave", limit("FILLS", "sell", 1005, 5))
+    place_from_ticket(page, "buy", 1005, 2)
+    expect(page.locator("#answer")).to_contain_text("filled 2 @ 1005")
+    expect(rows).to_have_count(4)
+    assert fill_rows(page)[0][1:3] == ("▲ buy", "2") and fill_rows(page)[0][5] == "taker"
+    # ... a sell placed elsewhere (over HTTP) takes bob's bid, and the resting sell, amended elsewhere down
+    # to 1000, takes the rest of it: both taker, though the amended order had only made maker fills.
+    call(server, "POST", "/orders", "fay", limit("FILLS", "sell", 1000, 1))
+    expect(rows).to_have_count(5)
+    status, amended = call(server, "PATCH", f"/orders/{rest}", "fay", {"price": 1000})
+    assert status == 200 and [f["qty"] for f in amended["fills"]] == [1]
+    expect(rows).to_have_count(6)
+    assert fill_rows(page)[0][1:] == ("▼ sell", "1", "@ 1000", f"#{rest}", "taker")
+    page.wait_for_timeout(300)  # any late duplicate would be in by now
+    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 6)
+    page.screenshot(path=str(artifacts / "screenshot-fills.png"))
+
+    # A reload reads them again: the same rows, once each, and the tab is remembered.
+    page.reload()
+    wait_for_snapshot(page)
+    expect(page.locator("#tab-fills")).to_have_attribute("aria-selected", "true")
+    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 6)
+
+    # A fill made while the page is offline comes in with the reconnect's read.
+    reads: list[str] = []
+    page.on("request", lambda r: reads.append(r.url) if "/fills?" in r.url else None)
+    ws.down = True
+    ws.cut()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+    expect(page.locator("#fills-view .stale-note")).to_be_visible()
+    assert float(rows.first.locator("td.qty").evaluate("e => getComputedStyle(e).opacity")) < 1
+    listing: list[Any] = []
+    page.route(re.compile(r"/orders\?status=open"), lambda route: listing.append(route))  # held: see below
+    call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1000, 2))
+    ws.down = False
+    expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
+    expect(rows).to_have_count(7)
+    assert fill_rows(page)[0][1:] == ("▼ sell", "2", "@ 1000", f"#{rest}", "maker")
+    # While My open orders is being read the page cannot tell maker from taker by itself: it asks the server.
+    while not listing:
+        page.wait_for_timeout(50)
+    before = len(reads)
+    call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1000, 1))
+    expect(rows).to_have_count(8)
+    expect(rows.first.locator("td.liq")).to_have_text("maker")
+    assert len(reads) > before
+    for route in listing:
+        route.continue_()
+    page.unroute(re.compile(r"/orders\?status=open"))
+    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 8)
+
+    # Another symbol: its own fills; and back.
+    page.select_option("#t-symbol", "FILLS2")
+    expect(page.locator("#tab-fills")).to_have_text("My fills FILLS2")
+    expect(rows).to_have_count(1)
+    assert [r[1:] for r in fill_rows(page)] == [("▲ buy", "2", "@ 50", f"#{other}", "taker")]
+    page.select_option("#t-symbol", "FILLS")
+    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 8)
+
+    # At phone width the table fits its panel.
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("""() => document.getElementById('fills-table').getBoundingClientRect().width <=
+        document.getElementById('fills-view').getBoundingClientRect().width
+        && document.documentElement.scrollWidth <= window.innerWidth""")
+    page.set_viewport_size({"width": 1440, "height": 900})
+    # Another account: none of fay's, and an empty list says so.
+    page.fill("#account", "gus")
+    page.press("#account", "Enter")
+    expect(page.locator("#conn-text")).to_have_text("Live as gus")
+    expect(rows).to_have_count(0)
+    expect(page.locator("#fills-empty")).to_have_text("No fills in FILLS yet.")
+    # The tabs from the keyboard: only the selected one is in the Tab order; the arrows move and select.
+    page.focus("#tab-fills")
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#tab-orders")).to_be_focused()
+    expect(page.locator("#tab-orders")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#tab-fills")).to_have_attribute("tabindex", "-1")
+    expect(page.locator("#orders-view")).to_be_visible()
+    expect(page.locator("#cancel-all")).to_be_visible()
+    page.keyboard.press("End")
+    expect(page.locator("#fills-view")).to_be_visible()
+    errors = page.console_errors  # type: ignore[attr-defined]
+    errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
+
+
+def test_maker_or_taker_is_told_from_the_order_before_and_after_its_update(pages: Pages) -> None:
+    page = pages.open("lou", "ACME")
+    told = page.evaluate("""async () => {
+        const { liquidityOf } = await import('/js/fills.js');
+        const now = {type: 'limit', tif: 'gtc', postOnly: false, price: 100, qty: 10, seq: 9};
+        const before = {...now, seq: 5};
+        return {
+          market: liquidityOf({...now, type: 'market', tif: 'ioc'}, before, true),
+          ioc: liquidityOf({...now, tif: 'ioc'}, before, false),
+          postOnly: liquidityOf({...now, postOnly: true}, undefined, false),
+          placed: liquidityOf(now, undefined, true),
+          hit: liquidityOf(now, before, true),
+          newPrice: liquidityOf(now, {...before, price: 101}, true),
+          newQty: liquidityOf(now, {...before, qty: 12}, true),
+          listBeingRead: liquidityOf(now, before, false),
+          heldAsItIsNow: liquidityOf(now, {...now}, true),
+        }; }""")
+    assert told == {"market": "taker", "ioc": "taker", "postOnly": "maker", "placed": "taker", "hit": "maker",
+                    "newPrice": "taker", "newQty": "taker", "listBeingRead": None, "heldAsItIsNow": None}

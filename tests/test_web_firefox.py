@@ -3,7 +3,7 @@
 Playwright cannot drive Debian's firefox-esr (it expects its own Firefox build, or BiDi commands this ESR
 lacks), so this speaks BiDi directly over a WebSocket with aiohttp: a few commands are all it needs.
 It checks what differs between engines: the page's modules load and run, a snapshot and the live feed
-draw, the ticket places an order, and nothing is logged as an error.
+draw, the ticket places an order, My fills shows its fill, and nothing is logged as an error.
 """
 
 from __future__ import annotations
@@ -136,6 +136,11 @@ async def _drive_firefox(srv: Server, ws_url: str, artifacts: Path) -> None:
         await b.until("document.getElementById('chart-summary').textContent.includes('close 105, volume 20')")
         await b.until("document.querySelectorAll('#orders tr').length === 0")
         assert await b.js("document.querySelectorAll('#chart canvas').length") > 0
+        # My fills: the sell, taken whole by bob, is fiona's one fill, as the maker.
+        await b.js("document.getElementById('tab-fills').click(); true")
+        await b.until("document.querySelectorAll('#fills tr').length === 1")
+        cells = (await b.js("[...document.querySelectorAll('#fills td')].map(td => td.textContent).join('|')")).split("|")
+        assert cells[1:] == ["▼ sell", "10", "@ 105", cells[4], "maker"] and cells[4].startswith("#")
 
         shot = await b.cmd("browsingContext.captureScreenshot", context=b.context)
         (artifacts / "screenshot-firefox.png").write_bytes(base64.b64decode(shot["data"]))

@@ -11,11 +11,13 @@ import { PriceChart } from "./chart.js";
 import { checkLimit, checkMarket } from "./checks.js";
 import { ColumnChars } from "./columns.js";
 import { Connection } from "./connection.js";
+import { MyFills } from "./fills.js";
 import { describeOrder, describeResult, el, fmtPrice, fmtQty, fmtReason } from "./format.js";
 import { frameStats, invalidate, onFrame } from "./frame.js";
 import { http } from "./http.js";
 import { MyOrders } from "./orders.js";
 import * as prefs from "./prefs.js";
+import { Tabs } from "./tabs.js";
 import { KEEP as TAPE_KEEP, Tape } from "./tape.js";
 import { Ticket } from "./ticket.js";
 
@@ -96,6 +98,18 @@ const cancelAll = new CancelAll({
   home: $("orders-title"),
   run: (symbol, list) => actions.cancelAll(symbol, list),
 });
+const fills = new MyFills({
+  tbody: $("fills"),
+  empty: $("fills-empty"),
+  label: $("fills-symbol"),
+  columns: new ColumnChars($("fills-table"), () => invalidate("fills")),
+  read: (account, query) => http("GET", `/fills?${query}`, { token: account }),
+});
+const ordersTabs = new Tabs($("orders-tabs"), (id) => {
+  $("orders-title").closest("section").dataset.view = id;
+  cancelAll.hide(false);
+  prefs.save("ordersView", id);
+});
 const actions = new OrderActions({ page, orders, call, say, loadOrders, shownDepth });
 const ticket = new Ticket($("ticket"), {
   answer: $("answer"),
@@ -121,6 +135,7 @@ onFrame("tape", () => {
   renderQuote();
 });
 onFrame("chart", () => chart.render());
+onFrame("fills", () => fills.render());
 onFrame("orders", () => {
   orders.render();
   const open = amendForm.order;
@@ -198,6 +213,7 @@ conn.addEventListener("auth", (ev) => {
   $("conn-text").textContent = `Live as ${ev.detail.account}`;
   // Again for the same account: after an outage. What changed meanwhile is then said under Activity.
   loadOrders(page.ordersOf === page.account);
+  fills.signedIn();
 });
 
 function showRefused(why) {
@@ -252,6 +268,7 @@ conn.addEventListener("order", (ev) => {
   const order = ev.detail.order;
   if (page.ordersLoading) page.ordersLoading.push(order);
   const old = page.known.get(order.orderId) >= order.seq; // a reload already showed (and said) this
+  fills.updated(order, orders.orders.get(order.orderId), page.ordersOf === page.account && !page.ordersLoading);
   if (orders.upsert(order)) {
     invalidate("orders");
     invalidate("book");
@@ -267,6 +284,7 @@ conn.addEventListener("servererror", (ev) => {
   if (op === "auth") {
     // Market data still flows; order entry and my orders need a token the server knows.
     showRefused(why);
+    fills.refused();
     say("The server refused the token: market data only. Orders need a valid token (top right).", "bad");
     return;
   }
@@ -460,6 +478,7 @@ function selectSymbol(symbol) {
   prefs.save("symbol", symbol);
   tape.clear();
   $("book-symbol").textContent = symbol;
+  fills.show(page.account, symbol);
   invalidate("orders"); // Cancel all is for the symbol on screen
   $("chart-symbol").textContent = symbol;
   if (ticket.symbol !== symbol) ticket.setSymbols(page.symbols, symbol);
@@ -476,12 +495,24 @@ function selectSymbol(symbol) {
  * {status, body}.
  */
 async function call(op, httpMethod, httpPath, fields, httpBody = httpMethod === "DELETE" ? undefined : fields) {
-  if (conn.isOpen) return conn.request({ op, ...fields });
-  try {
-    return await http(httpMethod, httpPath, { token: page.account, body: httpBody });
-  } catch {
-    return { status: 0, body: { error: "the server cannot be reached; nothing was confirmed" } };
+  const account = page.account;
+  let res;
+  if (conn.isOpen) {
+    res = await conn.request({ op, ...fields });
+  } else {
+    try {
+      res = await http(httpMethod, httpPath, { token: account, body: httpBody });
+    } catch {
+      res = { status: 0, body: { error: "the server cannot be reached; nothing was confirmed" } };
+    }
   }
+  if (account === page.account) answeredFills(op, res.status, res.body);
+  return res;
+}
+
+/** An order's or an amend's answer lists the fills of that order taking liquidity. */
+function answeredFills(op, status, body) {
+  if (status === 200 && body && (op === "order" || op === "amend")) fills.taken(body);
 }
 
 /**
@@ -570,6 +601,7 @@ function showOrder(o, prefix = "") {
 // "no answer yet" line, or is said under Activity.
 conn.addEventListener("late", (ev) => {
   const { request, status, body } = ev.detail;
+  answeredFills(request.op, status, body);
   if (actions.late(request, { status, body })) return; // a cancel, cancel-all or amend
   if (request.op !== "order") return;
   const last = page.lastOrder;
@@ -605,6 +637,7 @@ function useAccount(token) {
   prefs.save("account", token);
   $("account").value = token;
   orders.reset([]);
+  fills.show(token, page.symbol);
   ticket.clear(); // errors and answers were the other account's
   $("activity").replaceChildren(); // and so were its fills, cancels and refusals
   invalidate("orders");
@@ -645,9 +678,10 @@ $("interval").addEventListener("change", () => {
 // ------------------------------------------------------------------ start
 
 usePalette(prefs.load("palette", "classic"));
+ordersTabs.select(prefs.load("ordersView", "tab-orders"));
 const savedAccount = prefs.load("account", "").trim();
 useAccount(savedAccount || `guest-${page.session.slice(0, 4)}`);
 invalidate("book");
 
 /** For tests and the curious: the page's state, read-only by convention. */
-window.tickflow = { conn, frameStats, orders, chart, tape, amendForm, stats: page.stats, get book() { return page.book; } };
+window.tickflow = { conn, frameStats, orders, fills, chart, tape, amendForm, stats: page.stats, get book() { return page.book; } };

@@ -1,4 +1,5 @@
-// Settings remembered in localStorage (the account, the symbol, the palette, the candle interval).
+// Settings remembered in localStorage (the account, the symbol, the palette, the candle interval, the tab
+// shown in the orders panel).
 // Storage can be missing or refused (private windows, sandboxed frames): the page then works unremembered.
 
 const PREFIX = "tickflow.";

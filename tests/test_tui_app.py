@@ -37,7 +37,8 @@ from tickflow.tui.book import BookView, depth_bar
 from tickflow.tui.candles import Candle, Cut
 from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import ACTIONS, TickflowCommands
-from tickflow.tui.fixed import T0, FixedBackend, book_of, busy_feed, connected, order
+from tickflow.tui.fills import MyFills
+from tickflow.tui.fixed import T0, FixedBackend, book_of, busy_feed, busy_fills, connected, fill, order
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.palette import Palette
 from tickflow.tui.tape import TradeTape
@@ -1006,3 +1007,217 @@ async def test_reconnecting_delay_counts_down() -> None:
         assert shown == sorted(shown, reverse=True) and shown[0] - shown[-1] >= 0.3, shown
         await pilot.pause(1.0)
         assert "⟳ reconnecting (attempt 2): connection refused" in str(app.query_one("#conn").render())
+
+
+# ---------------------------------------------------------------- my fills
+
+
+def _fill_rows(app: TickflowApp) -> list[list[str]]:
+    """My fills as shown: each row's cells as plain text."""
+    table = app.query_one(MyFills)
+    return [[str(cell).strip() for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def _fills_app(**kw) -> TickflowApp:  # type: ignore[no-untyped-def]
+    events, bars, mine = busy_feed()
+    backend = FixedBackend(events=events, bars={"ACME": bars}, open_orders=mine, fills=busy_fills(events), **kw)
+    return TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+
+
+def test_model_tells_maker_from_taker_in_live_fills() -> None:
+    """A fill of an order that rested at that price was someone else's doing (maker); one made as the
+    order moved to another price, its own amend's (taker); an order first seen with fills is a guess
+    until the server's list; the answer to this screen's own place says taker for sure."""
+    market = m.Market("ACME", "alice")
+    resting = order(5, "buy", 100, 10, seq=10)
+    market.set_order(resting, news=True)
+    hit = msgspec.structs.replace(order(5, "buy", 100, 10, 3, seq=11), fills=[Fill(1, 100, 3)])
+    assert market.apply(OrderChanged(hit)) == {m.ORDERS, m.FILLS, m.CONN}
+    moved = msgspec.structs.replace(order(5, "buy", 103, 10, 5, seq=12), fills=[Fill(2, 102, 2)])
+    market.apply(OrderChanged(moved))
+    new = msgspec.structs.replace(order(6, "sell", 99, 4, 4, status="filled", seq=13), fills=[Fill(3, 100, 4)])
+    market.apply(OrderChanged(new))
+    assert [(f.trade_id, f.order_id, f.side, f.liquidity) for f in market.my_fills()] == [
+        (3, 6, "sell", "taker"), (2, 5, "buy", "taker"), (1, 5, "buy", "maker")]
+    assert market.unsure == {3} and market.unsure_symbols() == {"ACME"}
+    market.set_order(new, taker=True)  # its answer
+    assert market.unsure == set()
+    market.apply(OrderChanged(hit))  # the same fill again (a late duplicate): still once, still maker
+    assert [f.trade_id for f in market.my_fills()] == [3, 2, 1] and market.my_fills()[2].liquidity == "maker"
+    # An older state arriving after a newer one still brings its fills (they are not in the newer one).
+    late = msgspec.structs.replace(order(5, "buy", 103, 10, 4, seq=11), fills=[Fill(9, 103, 1)])
+    market.set_order(late)
+    assert 9 in market.fills["ACME"] and market.orders[5].seq == 12
+    assert market.unsure == {9}  # with no state before it to compare: a guess
+    # The server's word wins over a guess, and fills seen live since stay.
+    guess = msgspec.structs.replace(order(7, "buy", 100, 1, 1, status="filled", seq=20), fills=[Fill(10, 100, 1)])
+    market.apply(OrderChanged(guess))
+    market.set_fills("ACME", [fill(10, 7, "buy", 100, 1, "maker", seq=20), fill(9, 5, "buy", 103, 1, "taker", seq=11)])
+    assert market.fills["ACME"][10].liquidity == "maker" and market.unsure == set()
+    assert len(market.my_fills()) == 5 and market.my_fills("BETA") == []
+
+
+async def test_my_fills_are_loaded_and_shown_newest_first() -> None:
+    """f: the backend's fills of the symbol on screen in the place of My orders, with side and role."""
+    app = _fills_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        assert backend.fills_asked == ["ACME"]  # when the screen connected
+        table, orders = app.query_one(MyFills), app.query_one(MyOrders)
+        assert not table.display and orders.display
+        where = orders.region
+        await pilot.press("f")
+        await settle(pilot)
+        assert table.display and not orders.display and app.focused is table
+        assert table.region == where  # My orders' place
+        rows = _fill_rows(app)
+        assert [r[2:] for r in rows] == [["21 @ 9999", "#52", "taker"], ["36 @ 10000", "#47", "taker"],
+                                         ["19 @ 10001", "#45", "taker"], ["5 @ 9995", "#41", "maker"],
+                                         ["20 @ 9995", "#41", "maker"], ["15 @ 9995", "#41", "maker"]]
+        assert [r[1] for r in rows] == ["▼ sell", "▼ sell", "▲ buy", "▲ buy", "▲ buy", "▲ buy"]
+        assert rows[0][0] == "14:59:37" and rows[-1][0] == "14:55:00"  # UTC, as the tape
+        assert table.border_title == "My fills · ACME · 6"
+
+
+async def test_a_fill_while_running_shows_once() -> None:
+    """A resting order filled by someone else (maker), then the same fill again in an update and in the
+    server's list; then an order of this screen's that crosses: its update comes before its answer."""
+    def answer(call: str, args: dict) -> Order:  # type: ignore[type-arg]
+        return msgspec.structs.replace(order(60, "buy", 10_002, 4, 4, status="filled", seq=700),
+                                       fills=[Fill(2_001, 10_002, 4)])
+
+    app = _fills_app(answer=answer)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        await pilot.press("f")
+        hit = msgspec.structs.replace(order(41, "buy", 9_995, 100, 43, seq=600), fills=[Fill(2_000, 9_995, 3)])
+        backend.emit(OrderChanged(hit))
+        backend.emit(OrderChanged(hit))
+        await settle(pilot)
+        assert _fill_rows(app)[0][2:] == ["3 @ 9995", "#41", "maker"] and len(_fill_rows(app)) == 7
+        assert backend.fills_asked == ["ACME"]  # sure of it: nothing to ask
+        backend.fill_store.append(fill(2_000, 41, "buy", 9_995, 3, "maker", seq=600))
+        await pilot.press("r")
+        await settle(pilot)
+        assert len(backend.fills_asked) == 2
+        assert [r[3] for r in _fill_rows(app)].count("#41") == 4 and len(_fill_rows(app)) == 7
+
+        # The screen's own buy crosses: the private update first (no state before: a guess, and the server
+        # is asked), then the answer (taker for sure).
+        mine = answer("place", {})
+        backend.fill_store.append(fill(2_001, 60, "buy", 10_002, 4, "taker", seq=700))
+        backend.emit(OrderChanged(mine))
+        await settle(pilot)
+        assert backend.fills_asked[2:] == ["ACME"] and app.market.unsure == set()
+        await pilot.press("t", *"10002", "tab", "4", "enter")
+        await settle(pilot)
+        assert backend.calls[-1][0] == "place"
+        rows = _fill_rows(app)
+        assert rows[0][1:] == ["▲ buy", "4 @ 10002", "#60", "taker"] and len(rows) == 8
+        assert [f.trade_id for f in app.market.my_fills()].count(2_001) == 1
+
+
+async def test_f_toggles_my_fills_and_the_other_keys_still_work() -> None:
+    app = _fills_app(answer=_cancel_answer)
+    async with app.run_test(size=(140, 40), notifications=True) as pilot:
+        await settle(pilot)
+        fills, orders = app.query_one(MyFills), app.query_one(MyOrders)
+        await pilot.press("f")
+        assert app.focused is fills
+        footer = {b.binding.key: b.binding.description for b in app.active_bindings.values() if b.binding.show}
+        assert footer["f"] == "My orders"  # where f goes from here
+        await pilot.press("f")  # back
+        assert app.focused is orders and orders.display and not fills.display
+        assert {b.binding.key: b.binding.description for b in app.active_bindings.values()
+                if b.binding.show}["f"] == "Fills"
+        await pilot.press("d", "f", "o")  # o from My fills: My orders again
+        assert app.focused is orders and not fills.display
+        await pilot.press("f", "d", "f")  # f from elsewhere goes to My fills, shown or not
+        assert app.focused is fills
+        # c and a in My fills bring My orders back to choose one; nothing is cancelled unseen.
+        await pilot.press("c")
+        await settle(pilot)
+        assert app.focused is orders and orders.display and app.backend.calls == []  # type: ignore[attr-defined]
+        await pilot.press("f", "down", "down")
+        assert fills.cursor_row == 2
+        # A digit starts the ticket's price, as on the book and in My orders; an f typed there is text.
+        await pilot.press("9")
+        assert app.focused is app.query_one("#price") and app.query_one("#price", Input).value == "9"
+        await pilot.press("f")
+        assert app.query_one("#price", Input).value == "9f" and app.focused is app.query_one("#price")
+        await pilot.press("escape", "f", "escape")
+        assert app.focused is app.query_one(BookView) and fills.display  # escape: to the book
+        await pilot.press("C")  # cancel all still works from anywhere
+        await settle(pilot)
+        assert [c[0] for c in app.backend.calls] == ["cancel_all"]  # type: ignore[attr-defined]
+
+
+async def test_my_fills_follow_the_symbol_and_come_back_after_a_reconnect() -> None:
+    """The fills of the symbol on screen, loaded again on a switch; those made while away come from the
+    server's list after the reconnection; another exchange at the address starts them afresh."""
+    app = _fills_app(symbols=["ACME", "BETA"])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        backend: FixedBackend = app.backend  # type: ignore[assignment]
+        backend.fill_store.append(fill(3_000, 70, "sell", 501, 2, "maker", symbol="BETA", seq=650, ts=T0 + 3_600_000))
+        await pilot.press("f", "right_square_bracket")
+        await settle(pilot)
+        assert backend.fills_asked == ["ACME", "BETA"]
+        assert _fill_rows(app) == [["15:00:00", "▼ sell", "2 @ 501", "#70", "maker"]]
+        assert app.query_one(MyFills).border_title == "My fills · BETA · 1"
+        await pilot.press("left_square_bracket")
+        await settle(pilot)
+        assert len(_fill_rows(app)) == 6
+
+        backend.emit(StateChanged("reconnecting", attempt=1, delay=0.2, error="connection closed"))
+        backend.fill_store.append(fill(3_001, 41, "buy", 9_995, 7, "maker", seq=660, ts=T0 + 3_601_000))
+        backend.emit(connected())
+        await settle(pilot)
+        rows = _fill_rows(app)
+        assert rows[0] == ["15:00:01", "▲ buy", "7 @ 9995", "#41", "maker"] and len(rows) == 7
+
+        backend.fill_store = []
+        backend.emit(ServerChanged("its log is at seq 3, behind the 700 seen"))
+        await settle(pilot)
+        assert "none in ACME yet" in _fill_rows(app)[0][0] or "loading" in _fill_rows(app)[0][0]
+        backend.emit(connected())
+        await settle(pilot)
+        assert _fill_rows(app)[0][0] == "none in ACME yet"
+
+
+async def test_my_fills_fit_from_80x24_up() -> None:
+    """Every column in view without scrolling sideways, in the place My orders has, at every size."""
+    big = [fill(9_000 + i, 123_456, "sell", 10_000 + i, 250, "taker", ts=T0 + i) for i in range(8)]
+    for size in ((80, 24), (120, 40), (140, 40), (160, 24), (220, 60)):
+        events, bars, mine = busy_feed()
+        backend = FixedBackend(events=events, bars={"ACME": bars}, open_orders=mine, fills=big)
+        app = TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot)
+            where = app.query_one(MyOrders).region
+            await pilot.press("f")
+            await settle(pilot)
+            table = app.query_one(MyFills)
+            assert table.region == where, size
+            assert table.virtual_size.width <= table.scrollable_content_region.width, size
+            assert "#123456" in _fill_rows(app)[0] and "250 @ 10007" in _fill_rows(app)[0], size
+
+
+async def test_a_fill_that_arrives_while_my_orders_are_shown_is_drawn_in_full_once_shown() -> None:
+    """Drawn while hidden (no width), the rows fell back to the narrowest form (the side as an arrow alone)
+    and stayed so once shown."""
+    app = _fills_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        await settle(pilot)
+        assert _fill_rows(app)[0][1] == "▼ sell"
+        await pilot.press("f")
+        hit = msgspec.structs.replace(order(41, "buy", 9_995, 100, 43, seq=600), fills=[Fill(2_000, 9_995, 3)])
+        app.backend.emit(OrderChanged(hit))  # type: ignore[attr-defined]
+        await settle(pilot)
+        await pilot.press("f")
+        await settle(pilot)
+        assert [row[1] for row in _fill_rows(app)[:2]] == ["▲ buy", "▼ sell"]

@@ -17,6 +17,7 @@ from tickflow.tui.amend import AmendScreen
 from tickflow.tui.app import TickflowApp
 from tickflow.tui.backend import LiveBackend
 from tickflow.tui.book import BookView
+from tickflow.tui.fills import MyFills
 from tickflow.tui.header import TopBar
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.tape import TradeTape
@@ -282,3 +283,91 @@ async def test_cancel_all_takes_every_order_in_the_symbol_in_one_command(server:
                         and 99_000 not in levels()[1], what="only victor's bid left of those levels")
         await ursula.cancel_all()
         await victor.cancel_all()
+
+
+def fill_rows(app: TickflowApp) -> list[list[str]]:
+    """My fills as shown: each row's cells as plain text."""
+    table = app.query_one(MyFills)
+    return [[str(cell).strip() for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def deals(app: TickflowApp) -> list[tuple[str, ...]]:
+    """My fills as shown, without the time: side, qty @ price, order, role."""
+    return [tuple(row[1:]) for row in fill_rows(app)]
+
+
+async def test_my_fills_from_before_the_start_and_live_each_once(server: ServerProcess) -> None:
+    """wendy's fills made before the screen started come from GET /fills with their side and role; one
+    made while it runs (someone hits her resting order) and one of her own from the ticket show once
+    each, also after a reload."""
+    async with Client(server.url, "wendy") as wendy, Client(server.url, "xavier") as xavier:
+        rest = await wendy.place_order("ACME", "sell", 4, 50_000)
+        await xavier.place_order("ACME", "buy", 3, 50_000)  # wendy's resting sell: maker
+        await xavier.place_order("ACME", "buy", 2, 49_000)
+        took = await wendy.place_order("ACME", "sell", 2, 49_000)  # wendy crosses: taker
+        assert took.status == "filled"
+        app = live_app(server.url, "wendy")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.market.connected, what="connected")
+            await pilot.press("f")
+            assert app.focused is app.query_one(MyFills)
+            before = [("▼ sell", "2 @ 49000", f"#{took.order_id}", "taker"),
+                      ("▼ sell", "3 @ 50000", f"#{rest.order_id}", "maker")]
+            await until(pilot, lambda: deals(app) == before, what=f"My fills to be {before}")
+
+            # xavier hits the last 1 of her resting sell while the screen runs.
+            await xavier.place_order("ACME", "buy", 1, 50_000)
+            now = [("▼ sell", "1 @ 50000", f"#{rest.order_id}", "maker"), *before]
+            await until(pilot, lambda: deals(app) == now, what=f"the new fill on top: {now}")
+
+            # Her own buy from the ticket crosses xavier's sell: its answer and its update, one row.
+            await xavier.place_order("ACME", "sell", 5, 50_200)
+            await pilot.press("t", *"50200", "tab", "5", "enter")
+            await until(pilot, lambda: "filled" in result_text(app), what="the ticket's answer")
+            await until(pilot, lambda: len(deals(app)) == 4 and deals(app)[0][1] == "5 @ 50200",
+                        what="the ticket's fill")
+            mine = deals(app)[0]
+            assert mine[0] == "▲ buy" and mine[3] == "taker"
+            await until(pilot, lambda: not app.market.unsure, what="every role sure")
+            await pilot.press("escape", "r")
+            await pilot.pause(0.5)
+            await until(pilot, lambda: not app.market.unsure and len(deals(app)) == 4, what="the reload")
+            assert deals(app) == [mine, *now]
+            server_says = await wendy.fills("ACME", newest_first=True)
+            assert [(f.side, f.qty, f.price, f.liquidity) for f in server_says] == [
+                ("buy", 5, 50_200, "taker"), ("sell", 1, 50_000, "maker"), ("sell", 2, 49_000, "taker"),
+                ("sell", 3, 50_000, "maker")]
+            assert [int(row[2][1:]) for row in deals(app)] == [f.order_id for f in server_says]
+
+            await pilot.press("f", "f")  # from the book to My fills, then back to My orders
+            assert app.focused is app.query_one(MyOrders) and not app.query_one(MyFills).display
+
+
+async def test_my_fills_after_a_restart_hold_each_fill_once(tmp_path: Path) -> None:
+    """kill -9 and a restart: the fills are asked for again once the screen is back; those seen before
+    stay once, and one made meanwhile is there, with its role."""
+    proc = ServerProcess(tmp_path / "data", symbols=["ACME"], durability="group")
+    proc.start()
+    try:
+        async with Client(proc.url, "alice") as alice, Client(proc.url, "bob") as bob:
+            rest = await alice.place_order("ACME", "buy", 10, 700)
+            await bob.place_order("ACME", "sell", 4, 700)
+        app = live_app(proc.url)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.market.connected, what="connected")
+            await pilot.press("f")
+            first = [("▲ buy", "4 @ 700", f"#{rest.order_id}", "maker")]
+            await until(pilot, lambda: deals(app) == first, what=f"My fills to be {first}")
+            await asyncio.to_thread(proc.kill)
+            await until(pilot, lambda: app.market.conn.state == "reconnecting", what="reconnecting")
+            await asyncio.to_thread(proc.restart)
+            async with Client(proc.url, "bob") as bob:
+                await bob.place_order("ACME", "sell", 3, 700)  # as the screen comes back, or just after
+            both = [("▲ buy", "3 @ 700", f"#{rest.order_id}", "maker"), *first]
+            await until(pilot, lambda: app.market.connected and deals(app) == both, timeout=15,
+                        what=f"My fills to be {both}")
+            await pilot.press("r")
+            await pilot.pause(0.5)
+            assert deals(app) == both
+    finally:
+        proc.kill()

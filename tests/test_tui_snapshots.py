@@ -12,7 +12,7 @@ from textual.widgets import Checkbox, Input
 
 from tickflow.net.client import BookChanged, StateChanged
 from tickflow.tui.app import TickflowApp
-from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, connected, rejected
+from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, busy_fills, connected, rejected
 from tickflow.tui.ticket import OrderTicket
 
 SIZE = (140, 40)
@@ -24,7 +24,7 @@ MEDIUM = (120, 40)
 def busy_app(**backend_args) -> TickflowApp:  # type: ignore[no-untyped-def]
     events, bars, mine = busy_feed()
     backend = FixedBackend(events=events, bars={"ACME": bars}, open_orders=mine, symbols=["ACME", "BETA"],
-                           **backend_args)
+                           fills=busy_fills(events), **backend_args)
     return TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
 
 
@@ -94,6 +94,17 @@ def test_ticket_explains_bad_input_before_sending(snap_compare) -> None:  # type
     app = busy_app()
     assert snap_compare(app, terminal_size=SIZE, run_before=fill_and_send)
     assert app.backend.calls == []  # type: ignore[attr-defined]
+
+
+def test_my_fills(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """`f`: My fills in the place of My orders, newest first: three taker fills on the tape, three maker
+    fills of the resting buy #41; the footer says `f` goes back to My orders."""
+    assert snap_compare(busy_app(), terminal_size=SIZE, press=["f"], run_before=settle)
+
+
+def test_my_fills_at_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The same in the 42 columns the panel has at 80x24: one space between columns, every word kept."""
+    assert snap_compare(busy_app(), terminal_size=DEFAULT, press=["f"], run_before=settle)
 
 
 def test_help_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]

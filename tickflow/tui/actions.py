@@ -53,7 +53,7 @@ class OrderActions:
         ticket, a stray key must not act on a row out of sight. Elsewhere it goes to My orders."""
         orders = self.query_one(MyOrders)
         if self.focused is not orders:
-            self.screen.set_focus(orders)
+            self.action_goto("orders")
             self.notify(f"choose the order here (↑ ↓), then {key}", title="My orders", timeout=4)
             return None
         order = orders.selected
@@ -136,8 +136,9 @@ class OrderActions:
         if not self.ready:
             return
         if message.order is not None:
-            self.market.set_order(message.order)
-            self.mark(m.ORDERS)
+            # A place's or an amend's own fills took liquidity.
+            self.market.set_order(message.order, taker=message.action in ("place", "amend"))
+            self.mark(m.ORDERS, m.FILLS)
         if message.action == "place":
             self.query_one(OrderTicket).show_result(message.order, message.error)
         elif message.error:

@@ -29,13 +29,24 @@ from tickflow.tui.candles import Cut
 from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import TickflowCommands
 from tickflow.tui.fields import start_price
+from tickflow.tui.fills import MyFills
 from tickflow.tui.header import TopBar
 from tickflow.tui.help import HelpScreen
-from tickflow.tui.messages import BarsLoaded, FeedChanged, OpenOrdersLoaded, PriceSelected, SymbolsLoaded
+from tickflow.tui.messages import (
+    BarsLoaded,
+    FeedChanged,
+    FillsLoaded,
+    OpenOrdersLoaded,
+    PriceSelected,
+    SymbolsLoaded,
+)
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.palette import Palette
 from tickflow.tui.tape import TradeTape
 from tickflow.tui.ticket import OrderTicket
+
+FILLS_PAGE = 100
+"""Fills asked for at a time: the newest of the symbol on screen."""
 
 
 class TickflowApp(OrderActions, App[None]):
@@ -58,6 +69,7 @@ class TickflowApp(OrderActions, App[None]):
         Binding("t", "key('goto', 'ticket')", "Ticket", id="ticket", priority=True),
         Binding("d", "key('goto', 'book')", "Book", id="book", priority=True),
         Binding("o", "key('goto', 'orders')", "Orders", id="orders", priority=True),
+        Binding("f", "key('toggle_fills')", "Fills", id="fills", priority=True, tooltip="My fills in this symbol"),
         Binding("tab", "jump_next(1)", show=False, priority=True),
         Binding("shift+tab", "jump_next(-1)", show=False, priority=True),
         # Shown (and acting) in My orders, whose bindings say so; from elsewhere they only point there.
@@ -96,13 +108,14 @@ class TickflowApp(OrderActions, App[None]):
             yield OrderTicket(self.market.symbol, id="ticket", blink=self._live)
             yield TradeTape(id="tape", utc=self._utc)
             yield MyOrders(id="orders")
+            yield MyFills(id="fills", utc=self._utc)  # in the same cell, shown instead of My orders (f)
         yield Footer()
 
     def on_mount(self) -> None:
-        self._dirty = {m.BOOK, m.TAPE, m.CHART, m.ORDERS, m.CONN}
+        self._dirty = {m.BOOK, m.TAPE, m.CHART, m.ORDERS, m.FILLS, m.CONN}
         self.redraw()
         self.query_one(BookView).focus()
-        self.run_feed()  # "connected" loads the symbols, the bars and my open orders
+        self.run_feed()  # "connected" loads the symbols, the bars, my open orders and my fills
 
     async def on_unmount(self) -> None:
         await self.backend.close()
@@ -115,12 +128,17 @@ class TickflowApp(OrderActions, App[None]):
 
     def on_feed_event(self, event: Event) -> None:
         """Called for every feed event (in the session's task): fold it in, ask for one redraw."""
+        unsure = len(self.market.unsure)
         self._dirty |= self.market.apply(event)
+        if len(self.market.unsure) > unsure:  # a fill's maker or taker is a guess: ask the server
+            for symbol in self.market.unsure_symbols():
+                self.load_fills(symbol)
         for text, severity in self.market.notices:  # a fill, a gap, a refusal: worth the trader's eye
             self.notify(text, severity=severity, timeout=8)
         self.market.notices.clear()
         if isinstance(event, StateChanged) and event.state == "connected":
             self.load_open_orders()  # private updates missed while away
+            self.load_fills(self.market.symbol)  # fills made while away come only from the server's list
             self.load_symbols()  # a restarted server may list other symbols
             self.load_bars(self.market.symbol)
         elif isinstance(event, TradesReceived) and event.symbol in self._bars_wanted:
@@ -165,6 +183,9 @@ class TickflowApp(OrderActions, App[None]):
             self.query_one(PriceChart).show(market.symbol, market.bars())
         if m.ORDERS in dirty:
             self.query_one(MyOrders).show(market.open_orders())
+        if m.FILLS in dirty:
+            loaded = market.symbol in market.fills_loaded
+            self.query_one(MyFills).show(market.symbol, market.my_fills(), loaded=loaded)
         if m.CONN in dirty:
             self.query_one(TopBar).set_connection(market.conn, market.seq, market.gaps)
         self.query_one("#main").set_class(not market.connected, "-offline")
@@ -205,6 +226,14 @@ class TickflowApp(OrderActions, App[None]):
         except Exception as e:
             self.log.warning(f"open orders: {e}")
 
+    @work(group="fills-load")
+    async def load_fills(self, symbol: str) -> None:
+        epoch = self.market.epoch
+        try:
+            self.post_message(FillsLoaded(symbol, await self.backend.fills(symbol, FILLS_PAGE), epoch))
+        except Exception as e:
+            self.log.warning(f"fills: {e}")
+
     def on_symbols_loaded(self, message: SymbolsLoaded) -> None:
         if not self.ready:
             return
@@ -230,6 +259,13 @@ class TickflowApp(OrderActions, App[None]):
         self.market.set_open_orders(message.orders)
         self.mark(m.ORDERS)
 
+    def on_fills_loaded(self, message: FillsLoaded) -> None:
+        if message.epoch != self.market.epoch:
+            return  # the list of an exchange no longer at the address: its trade ids mean nothing here
+        self.market.set_fills(message.symbol, message.fills)
+        if message.symbol == self.market.symbol:
+            self.mark(m.FILLS)
+
     # ---- symbols
 
     @on(Select.Changed, "#symbol")
@@ -248,7 +284,8 @@ class TickflowApp(OrderActions, App[None]):
         self.query_one(OrderTicket).set_symbol(symbol)
         self.resubscribe(old, symbol)
         self.load_bars(symbol)
-        self.mark(m.BOOK, m.TAPE, m.CHART)
+        self.load_fills(symbol)
+        self.mark(m.BOOK, m.TAPE, m.CHART, m.FILLS)
 
     def action_cycle_symbol(self, step: int) -> None:
         symbols = self.market.symbols
@@ -266,6 +303,7 @@ class TickflowApp(OrderActions, App[None]):
         self.resubscribe(None, self.market.symbol)
         self.load_bars(self.market.symbol)
         self.load_open_orders()
+        self.load_fills(self.market.symbol)
         self.load_symbols()
 
     # ---- screen-wide actions
@@ -277,20 +315,31 @@ class TickflowApp(OrderActions, App[None]):
     def action_swap_colors(self) -> None:
         self.palette = Palette(not self.palette.swapped)
         self.query_one(OrderTicket).set_symbol(self.market.symbol)
-        self.mark(m.BOOK, m.TAPE, m.CHART, m.ORDERS)
+        self.mark(m.BOOK, m.TAPE, m.CHART, m.ORDERS, m.FILLS)
         self.notify("buy ▲ is now " + ("red" if self.palette.swapped else "green"), timeout=2)
 
     def action_side(self, side: str) -> None:
         self.query_one(OrderTicket).set_side(side)
 
     def action_goto(self, where: str) -> None:
-        target = {"ticket": "#price", "book": "#book", "orders": "#orders"}[where]
+        target = {"ticket": "#price", "book": "#book", "orders": "#orders", "fills": "#fills"}[where]
+        if where in ("orders", "fills"):
+            self.show_fills(where == "fills")
         widget = self.query_one(target)
         if isinstance(widget, Input) and widget.disabled:
             widget = self.query_one("#qty")
         # At once, not after the keys already queued (widget.focus() waits its turn): "t9990" typed
         # fast or pasted puts 9990 in the price, not into the book.
         self.screen.set_focus(widget)
+
+    def show_fills(self, fills: bool) -> None:
+        """My fills or My orders in their shared place."""
+        self.query_one(MyFills).display = fills
+        self.query_one(MyOrders).display = not fills
+
+    def action_toggle_fills(self) -> None:
+        """f: to My fills (in the place of My orders); in My fills, back to My orders."""
+        self.action_goto("orders" if self.focused is self.query_one(MyFills) else "fills")
 
     def _focused_takes(self, key: str) -> bool:
         """Whether a priority key is for the focused widget instead: another screen is up (help,
@@ -302,7 +351,7 @@ class TickflowApp(OrderActions, App[None]):
         return isinstance(self.focused, OptionList) or (key == "letter" and isinstance(self.focused, Input))
 
     def action_key(self, action: str, *args: object) -> None:
-        """A key's command (`t` `d` `o` `c` `a`, delete), unless the focused widget takes the key: then it
+        """A key's command (`t` `d` `o` `f` `c` `a`, delete), unless the focused widget takes the key: then it
         goes on to it (a letter typed in a field is text; delete there edits)."""
         if self._focused_takes("letter"):
             raise SkipAction()

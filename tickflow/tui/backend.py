@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Callable
 from typing import Protocol
 
-from tickflow.net.client import Bar, Event, Order, Session, Side, SymbolInfo, Tif
+from tickflow.net.client import AccountFill, Bar, Event, Order, Session, Side, SymbolInfo, Tif
 
 Listener = Callable[[Event], None]
 HOUR = 3_600_000
@@ -37,6 +37,9 @@ class Backend(Protocol):
         """The hour's minute bars before `to_ms`, over the trades with ids below `before`."""
 
     async def open_orders(self) -> list[Order]: ...
+
+    async def fills(self, symbol: str, limit: int) -> list[AccountFill]:
+        """The account's newest `limit` fills in `symbol`, newest first."""
 
     async def place_order(self, symbol: str, side: Side, qty: int, price: int | None, *,
                           tif: Tif = "gtc", post_only: bool = False) -> Order: ...
@@ -89,6 +92,9 @@ class LiveBackend:
 
     async def open_orders(self) -> list[Order]:
         return await self.session.http.open_orders()
+
+    async def fills(self, symbol: str, limit: int) -> list[AccountFill]:
+        return await self.session.http.fills(symbol, limit=limit, newest_first=True)
 
     async def place_order(self, symbol: str, side: Side, qty: int, price: int | None, *,
                           tif: Tif = "gtc", post_only: bool = False) -> Order:

@@ -13,6 +13,7 @@ ACTIONS: list[tuple[str, str, str]] = [
     ("Go to ticket", "goto('ticket')", "Focus the ticket's price field (t)"),
     ("Go to order book", "goto('book')", "Focus the book; enter puts a level's price in the ticket (d)"),
     ("Go to my orders", "goto('orders')", "Focus my open orders (o)"),
+    ("My fills", "toggle_fills", "My fills in this symbol, newest first, in the place of my orders (f)"),
     ("Cancel selected order", "cancel_selected", "Cancel the order chosen in My orders (c)"),
     ("Amend selected order", "amend_selected", "Change the chosen order's quantity or price (a)"),
     ("Cancel all my orders in this symbol", "cancel_all", "Cancel every open order of mine here (C)"),

@@ -2,7 +2,7 @@
 
 `FixedBackend` hands the app a prepared list of events, answers order calls from a script, and then
 waits. `busy_feed()` builds a deterministic ACME market (a deep book, a run of trades, an hour of
-minute bars) from a seed.
+minute bars) from a seed; `busy_fills()` alice's fills in it.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from tickflow.net.client import (
+    AccountFill,
     ApiError,
     Bar,
     BookChanged,
@@ -39,7 +40,7 @@ T0 = 1_764_684_000_000
 class FixedBackend:
     def __init__(self, account: str = "alice", events: list[Event] | None = None, *,
                  symbols: list[str] | None = None, bars: dict[str, list[Bar]] | None = None,
-                 open_orders: list[Order] | None = None,
+                 open_orders: list[Order] | None = None, fills: list[AccountFill] | None = None,
                  answer: Callable[[str, dict], Order | list[Order] | Exception] | None = None) -> None:
         self.account = account
         self.events = list(events or [])
@@ -51,8 +52,13 @@ class FixedBackend:
             if isinstance(event, TradesReceived):
                 self.print_trades(event.symbol, event.trades)
         self._open = open_orders or []
+        self.fill_store: list[AccountFill] = list(fills or [])
+        """The server's record of the account's fills (`GET /fills`)."""
         self._answer = answer
         self.calls: list[tuple[str, dict]] = []
+        """The order calls made, in order."""
+        self.fills_asked: list[str] = []
+        """The symbols `GET /fills` was asked for, in order."""
         self.listener: Callable[[Event], None] | None = None
 
     async def run(self, symbol: str, listener: Callable[[Event], None]) -> None:
@@ -88,6 +94,11 @@ class FixedBackend:
 
     async def open_orders(self) -> list[Order]:
         return list(self._open)
+
+    async def fills(self, symbol: str, limit: int) -> list[AccountFill]:
+        self.fills_asked.append(symbol)
+        mine = sorted((f for f in self.fill_store if f.symbol == symbol), key=lambda f: f.trade_id, reverse=True)
+        return mine[:limit]
 
     def _reply(self, call: str, args: dict) -> Any:
         """The script's answer to `call` (a list of orders for cancel_all), raised when it is an exception."""
@@ -175,6 +186,25 @@ def busy_feed(seed: int = 7, symbol: str = "ACME") -> tuple[list[Event], list[Ba
         *[OrderChanged(o) for o in mine],
     ]
     return events, bars, mine
+
+
+def fill(trade_id: int, order_id: int, side: Side, price: int, qty: int,
+         liquidity: Literal["maker", "taker"] = "maker", *, symbol: str = "ACME", seq: int = 1,
+         ts: int = T0) -> AccountFill:
+    """One of the account's fills as `GET /fills` lists it."""
+    return AccountFill(trade_id, symbol, order_id, side, price, qty, liquidity, seq, ts)
+
+
+def busy_fills(events: list[Event]) -> list[AccountFill]:
+    """alice's fills in `busy_feed()`'s market: the 40 of her resting buy #41 (maker, before the tape),
+    and three orders of hers that crossed the spread (taker, trades on the tape)."""
+    tape = next(e.trades for e in events if isinstance(e, TradesReceived))
+    made = [fill(940 + 11 * i, 41, "buy", 9_995, qty, seq=400 + 20 * i, ts=T0 + 3_300_000 + 60_000 * i)
+            for i, qty in enumerate((15, 20, 5))]
+    for order_id, i in ((45, 12), (47, 33), (52, 54)):
+        t = tape[i]
+        made.append(fill(t.trade_id, order_id, t.aggressor, t.price, t.qty, "taker", seq=t.seq, ts=t.ts))
+    return made
 
 
 def rejected(req: dict, order_id: int = 77) -> Order:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from tickflow.net.client import Bar, Order, SymbolInfo
+from tickflow.net.client import AccountFill, Bar, Order, SymbolInfo
 
 
 class FeedChanged(Message):
@@ -35,6 +35,16 @@ class OpenOrdersLoaded(Message):
     def __init__(self, orders: list[Order]) -> None:
         super().__init__()
         self.orders = orders
+
+
+class FillsLoaded(Message):
+    """`GET /fills` for `symbol`, newest first, asked of the exchange the market's `epoch` counted then."""
+
+    def __init__(self, symbol: str, fills: list[AccountFill], epoch: int) -> None:
+        super().__init__()
+        self.symbol = symbol
+        self.fills = fills
+        self.epoch = epoch
 
 
 class OrderAnswered(Message):

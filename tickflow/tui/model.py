@@ -1,8 +1,8 @@
 """What the screen shows, kept apart from how it is drawn.
 
 `Market` folds the client session's events into plain state (books, trades, minute bars, my open
-orders, connection) and says which parts changed, so the app can mark just those widgets dirty and
-redraw them at screen speed however fast the feed runs.
+orders, my fills, connection) and says which parts changed, so the app can mark just those widgets
+dirty and redraw them at screen speed however fast the feed runs.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tickflow.net.client import (
+    AccountFill,
     Bar,
     BookChanged,
     Event,
@@ -30,8 +31,10 @@ from tickflow.tui import format as fmt
 from tickflow.tui.candles import Candle, Candles, Cut
 
 TAPE_LENGTH = 300
+FILLS_KEPT = 200
+"""My fills kept per symbol, the newest: more than `GET /fills` gives in one page (100)."""
 
-BOOK, TAPE, CHART, ORDERS, CONN = "book", "tape", "chart", "orders", "conn"
+BOOK, TAPE, CHART, ORDERS, FILLS, CONN = "book", "tape", "chart", "orders", "fills", "conn"
 
 Severity = Literal["information", "warning", "error"]
 
@@ -77,6 +80,14 @@ class Market:
     """Orders the server's open list left out, until their closing update says what became of them."""
     asked: set[int] = field(default_factory=set)
     """Orders this screen has a cancel or amend in flight for: their closing is no news."""
+    fills: dict[str, dict[int, AccountFill]] = field(default_factory=dict)
+    """My fills by symbol and trade id: from `GET /fills` and from order answers and updates, each once."""
+    unsure: set[int] = field(default_factory=set)
+    """Trade ids of live fills whose maker or taker is a guess until `GET /fills` says."""
+    fills_loaded: set[str] = field(default_factory=set)
+    """Symbols whose fills `GET /fills` has listed from this exchange (until then the view says loading)."""
+    epoch: int = 0
+    """Counts the exchanges followed (`ServerChanged`): an answer asked of the one before is dropped."""
     conn: StateChanged = field(default_factory=lambda: StateChanged("connecting"))
     seq: int = 0
     gaps: int = 0
@@ -115,6 +126,11 @@ class Market:
         """My open orders, oldest first."""
         return sorted((o for o in self.orders.values() if o.is_open), key=lambda o: o.order_id)
 
+    def my_fills(self, symbol: str | None = None) -> list[AccountFill]:
+        """My fills in `symbol` (the one on screen by default), newest first."""
+        kept = self.fills.get(symbol or self.symbol, {})
+        return [kept[i] for i in sorted(kept, reverse=True)]
+
     @property
     def connected(self) -> bool:
         return self.conn.state == "connected"
@@ -132,7 +148,7 @@ class Market:
         if isinstance(event, OrderChanged):
             self.seq = max(self.seq, event.order.seq)
             self.set_order(event.order, news=True)
-            return {ORDERS, CONN}
+            return {ORDERS, FILLS, CONN} if event.order.fills else {ORDERS, CONN}
         if isinstance(event, StateChanged):
             self.conn = event
             return {CONN, BOOK}
@@ -153,7 +169,7 @@ class Market:
             said = event.reason if event.reason.startswith("another ") else \
                 f"another server at this address ({event.reason})"
             self.notices.append((f"{said}: reloading", "warning"))
-            return {BOOK, TAPE, CHART, ORDERS, CONN}
+            return {BOOK, TAPE, CHART, ORDERS, FILLS, CONN}
         return set()
 
     def forget_server(self) -> None:
@@ -164,6 +180,10 @@ class Market:
         self.orders.clear()
         self.closed.clear()
         self.unlisted.clear()
+        self.fills.clear()
+        self.unsure.clear()
+        self.fills_loaded.clear()
+        self.epoch += 1
         self.seq = 0
 
     def add_trades(self, symbol: str, trades: list[Trade]) -> None:
@@ -174,16 +194,19 @@ class Market:
         """`GET /bars` over the trades with ids below `before`; the trades seen from `before` on are added."""
         self.candles.setdefault(symbol, Candles()).set_bars(bars, before)
 
-    def set_order(self, order: Order, *, news: bool = False) -> None:
+    def set_order(self, order: Order, *, news: bool = False, taker: bool = False) -> None:
         """A state of one of my orders: an answer to this screen's own call, or (`news`) what the server
         says of it otherwise. For an order already resting, that is someone else's doing (a fill, a
-        self-trade cancel, a cancel from another screen of the account) and is told in `notices`."""
+        self-trade cancel, a cancel from another screen of the account) and is told in `notices`.
+        `taker`: it answers this order's own place or amend, so its fills took liquidity."""
         order_id = order.order_id
         known = self.orders.get(order_id)
+        before = known if known is not None else self.unlisted.get(order_id)
+        if order.fills:  # trades, whatever the state's age: a later state does not repeat them
+            self.add_fills(order, True if taker else _took(order, before))
         known_seq = known.seq if known is not None else self.closed.get(order_id, -1)
         if known_seq > order.seq:
             return  # an older answer arriving after a newer private update
-        before = known if known is not None else self.unlisted.get(order_id)
         if news and before is not None and order.seq > before.seq:
             line = order_news(before, order)
             if line and not (order.reason == "cancelled_by_user" and order_id in self.asked):
@@ -195,6 +218,39 @@ class Market:
             self.unlisted.pop(order_id, None)
             self.closed[order_id] = order.seq
 
+    def add_fills(self, order: Order, took: bool | None) -> None:
+        """The fills in an order's answer or update; `took`: whether it took liquidity (None: unknown,
+        shown as taker until the server's list says)."""
+        kept = self.fills.setdefault(order.symbol, {})
+        for f in order.fills:
+            if f.trade_id in kept and f.trade_id not in self.unsure:
+                continue  # known for sure already (the server's list, or an answer)
+            kept[f.trade_id] = AccountFill(f.trade_id, order.symbol, order.order_id, order.side, f.price, f.qty,
+                                           "maker" if took is False else "taker", order.seq, order.ts)
+            if took is None:
+                self.unsure.add(f.trade_id)
+            else:
+                self.unsure.discard(f.trade_id)
+        self._trim(kept)
+
+    def set_fills(self, symbol: str, fills: list[AccountFill]) -> None:
+        """`GET /fills` for `symbol`: the server's word on each of them; fills seen live since stay."""
+        kept = self.fills.setdefault(symbol, {})
+        for f in fills:
+            kept[f.trade_id] = f
+            self.unsure.discard(f.trade_id)
+        self.fills_loaded.add(symbol)
+        self._trim(kept)
+
+    def _trim(self, kept: dict[int, AccountFill]) -> None:
+        for trade_id in sorted(kept)[:max(0, len(kept) - FILLS_KEPT)]:
+            del kept[trade_id]
+            self.unsure.discard(trade_id)
+
+    def unsure_symbols(self) -> set[str]:
+        """Symbols with a live fill whose maker or taker is still a guess."""
+        return {s for s, kept in self.fills.items() if not self.unsure.isdisjoint(kept)}
+
     def set_open_orders(self, orders: list[Order]) -> None:
         """The server's list of my open orders: the truth after (re)connecting. A private update newer
         than the list (by seq) still wins. An order missing from it is kept aside until the session's
@@ -204,3 +260,16 @@ class Market:
             self.unlisted[order_id] = self.orders.pop(order_id)
         for o in orders:
             self.set_order(o, news=True)
+
+
+def _took(order: Order, before: Order | None) -> bool | None:
+    """Whether an update's fills took liquidity, told from the order's state before: a fill of an order
+    that rested at the same price was made by someone else's order (maker); one made while the order
+    moved to another price was made by its own amend (taker). A market order always takes. With no
+    state before (the private update of an order just placed, here or elsewhere, usually ahead of its
+    answer; or an order that rested before the screen knew it): None, not known."""
+    if order.type == "market":
+        return True
+    if before is None or before.seq >= order.seq:
+        return None
+    return before.price != order.price

@@ -57,6 +57,7 @@ class MyOrders(DataTable):
 
     def on_mount(self) -> None:
         self.border_title = "My orders"
+        self.border_subtitle = "f: my fills"  # the footer has no room for it at 80x24
         self.add_columns(*self.COLUMNS)
         self._empty_row()
 

@@ -322,8 +322,18 @@ async def get_book(request: web.Request) -> web.Response:
     return _json(request.app[EXCHANGE].feed.book(symbol, depth))
 
 
-async def get_trades(request: web.Request) -> web.Response:
-    ex = request.app[EXCHANGE]
+@dataclass
+class _TradePage:
+    """The paging parameters /trades and /fills share."""
+
+    symbol: str | None
+    after: int
+    before: int
+    limit: int
+    newest_first: bool
+
+
+def _trade_page(request: web.Request) -> _TradePage:
     symbol = request.query.get("symbol")
     if symbol is not None:
         _symbol(request, symbol)
@@ -333,25 +343,25 @@ async def get_trades(request: web.Request) -> web.Response:
     order = request.query.get("order", "asc")
     if order not in ("asc", "desc"):
         raise BadRequest(f"order must be asc or desc, not {protocol.brief(order)}", "order")
+    return _TradePage(symbol, after, before, limit, order == "desc")
+
+
+async def get_trades(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE]
+    page = _trade_page(request)
     await _trades_caught_up(ex)
-    return _json(await ex.store.trades(symbol, after, limit, before=before, newest_first=order == "desc"))
+    return _json(await ex.store.trades(page.symbol, page.after, page.limit, before=page.before,
+                                       newest_first=page.newest_first))
 
 
 async def get_fills(request: web.Request) -> web.Response:
     """The caller's side of its trades: the paging of /trades, plus its order, side and maker or taker."""
     ex = request.app[EXCHANGE]
     account = _account(request)
-    symbol = request.query.get("symbol")
-    if symbol is not None:
-        _symbol(request, symbol)
-    after = _int_param(request, "after", 0, 0, 1 << 62)
-    before = _int_param(request, "before", 1 << 62, 1, 1 << 62)
-    limit = _int_param(request, "limit", 100, 1, 1000)
-    order = request.query.get("order", "asc")
-    if order not in ("asc", "desc"):
-        raise BadRequest(f"order must be asc or desc, not {protocol.brief(order)}", "order")
+    page = _trade_page(request)
     await _trades_caught_up(ex)
-    return _json(await ex.store.fills(account, symbol, after, limit, before=before, newest_first=order == "desc"))
+    return _json(await ex.store.fills(account, page.symbol, page.after, page.limit, before=page.before,
+                                      newest_first=page.newest_first))
 
 
 async def get_bars(request: web.Request) -> web.Response:

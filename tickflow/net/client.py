@@ -441,7 +441,7 @@ def _order_fields(symbol: str, side: Side, qty: int, price: int | None, type: Or
     return body
 
 
-def _cancel_all_fields(symbol: str | None, side: Side | None) -> dict[str, Any]:
+def _order_filters(symbol: str | None, side: Side | None) -> dict[str, Any]:
     """The filters of a cancel-all or an open-orders read: the ones given."""
     return {k: v for k, v in (("symbol", symbol), ("side", side)) if v is not None}
 
@@ -554,7 +554,7 @@ class Client:
         """`DELETE /orders`: cancel every open order of the caller's, or only those in `symbol` and/or on
         `side`, in one command (nothing trades between the first cancel and the last). Returns the
         orders it cancelled, oldest first, [] when none was open; 400 unknown symbol or bad side."""
-        params = _cancel_all_fields(symbol, side)
+        params = _order_filters(symbol, side)
         return (await self._typed(_OrderList, "DELETE", "/orders", params)).orders
 
     async def get_order(self, order_id: int) -> Order:
@@ -563,7 +563,7 @@ class Client:
 
     async def open_orders(self, symbol: str | None = None, side: Side | None = None) -> list[Order]:
         """The caller's open orders, oldest first: all of them, or those in `symbol` and/or on `side`."""
-        params = {"status": "open", **_cancel_all_fields(symbol, side)}
+        params = {"status": "open", **_order_filters(symbol, side)}
         return (await self._typed(_OrderList, "GET", "/orders", params)).orders
 
     async def book(self, symbol: str, depth: int = 20) -> Book:
@@ -1116,7 +1116,7 @@ class Session:
         """Cancel all over the WebSocket; same answer as `Client.cancel_all`. Each order it cancelled
         also comes as an `OrderChanged`. An answer over MAX_MESSAGE (some 13,000 orders) ends the
         connection: for that many, use `Client.cancel_all` (`self.http`)."""
-        op = {"op": "cancelAll", **_cancel_all_fields(symbol, side)}
+        op = {"op": "cancelAll", **_order_filters(symbol, side)}
         orders = (await self._call(_OrderList, op, timeout)).orders
         for order in orders:
             self._track(order)

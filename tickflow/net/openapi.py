@@ -109,6 +109,16 @@ def _query(name: str, schema: dict[str, Any], required: bool = False) -> dict[st
     return {"name": name, "in": "query", "required": required, "schema": schema}
 
 
+TRADE_PAGE = [
+    _query("symbol", SYMBOL),
+    _query("after", {"type": "integer", "minimum": 0, "maximum": 1 << 62, "default": 0}),
+    _query("before", {"type": "integer", "minimum": 1, "maximum": 1 << 62, "default": 1 << 62}),
+    _query("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}),
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}),
+]
+"""The paging parameters of /trades and /fills."""
+
+
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {"title": "tickflow", "version": "0.1.0",
@@ -170,12 +180,7 @@ OPENAPI: dict[str, Any] = {
         "/trades": {
             "get": {
                 "summary": "Trades with after < tradeId < before, oldest first (order=desc: the newest first)",
-                "parameters": [_query("symbol", SYMBOL),
-                               _query("after", {"type": "integer", "minimum": 0, "maximum": 1 << 62, "default": 0}),
-                               _query("before", {"type": "integer", "minimum": 1, "maximum": 1 << 62,
-                                                 "default": 1 << 62}),
-                               _query("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}),
-                               _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})],
+                "parameters": TRADE_PAGE,
                 "responses": {"200": _json({"type": "array", "items": _ref("Trade")}, "trades"), **_errors(400, 503)},
             }
         },
@@ -184,12 +189,7 @@ OPENAPI: dict[str, Any] = {
                 "summary": "The caller's side of its trades with after < tradeId < before, oldest first "
                            "(order=desc: the newest first): its order, side, and maker or taker",
                 "security": AUTH,
-                "parameters": [_query("symbol", SYMBOL),
-                               _query("after", {"type": "integer", "minimum": 0, "maximum": 1 << 62, "default": 0}),
-                               _query("before", {"type": "integer", "minimum": 1, "maximum": 1 << 62,
-                                                 "default": 1 << 62}),
-                               _query("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}),
-                               _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})],
+                "parameters": TRADE_PAGE,
                 "responses": {"200": _json({"type": "array", "items": _ref("AccountFill")}, "the caller's fills"),
                               **_errors(400, 401, 503)},
             }

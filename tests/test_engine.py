@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from reference_book import Driver
@@ -502,13 +503,18 @@ def test_book_events_rebuild_the_depth(d: Driver) -> None:
 
 
 def test_results_and_updates_are_snapshots_later_commands_leave_alone(d: Driver) -> None:
+    def said(out: Outcome) -> tuple[Any, ...]:
+        return out.seq, out.result, out.error, out.trades, out.book, out.updates, out.replayed
+
     placed = d.new("s", "sell", 100, 10)
     taken = d.new("b", "buy", 100, 4)
-    kept = copy.deepcopy((placed, taken))
+    assert taken.updates[0].filled_qty == 4
+    kept = copy.deepcopy((said(placed), said(taken)))
     d.new("b", "buy", 100, 3)
+    d.amend("s", oid(placed), qty=9)  # reduced: the same resting order, a new qty
     d.amend("s", oid(placed), qty=20)
     d.cancel("s", oid(placed))
-    assert (placed, taken) == kept
+    assert (said(placed), said(taken)) == kept
 
 
 def test_depth_limits_levels_best_first(d: Driver) -> None:

@@ -29,6 +29,7 @@ from tickflow.core.types import (
     Command,
     Fill,
     LevelChange,
+    MakerFill,
     NewOrder,
     OrderState,
     Outcome,
@@ -319,7 +320,7 @@ class Engine:
         chosen = sorted((o for o in open_.values()
                          if (symbol is None or o.symbol == symbol) and (side is None or o.side == side)), key=_by_id)
         touched: dict[tuple[str, str, int], tuple[Book, Level]] = {}
-        updates = []
+        updates: list[OrderState | MakerFill] = []
         for order in chosen:
             book = self.books[order.symbol]
             # Levels are only emptied here, never added, so an emptied one keeps its price and totals
@@ -399,7 +400,7 @@ class Engine:
     def _match(
         self, opposite: BookSide, key: int, symbol: str, account: str, order_id: int, want: int,
         seq: int, ts: int, quiet: bool,
-    ) -> tuple[int, list[Fill], list[Trade], list[OrderState], list[LevelChange]]:
+    ) -> tuple[int, list[Fill], list[Trade], list[OrderState | MakerFill], list[LevelChange]]:
         """Trade `want` of an incoming order against `opposite` while its best key is <= `key`.
 
         Returns the quantity left unfilled, the incoming order's fills, the trades, the resting
@@ -408,7 +409,7 @@ class Engine:
         with ids above the engine's `_keep_trades_after`."""
         fills: list[Fill] = []
         trades: list[Trade] = []
-        updates: list[OrderState] = []
+        updates: list[OrderState | MakerFill] = []
         changes: list[LevelChange] = []
         heap = opposite.heap
         levels = opposite.levels
@@ -450,7 +451,6 @@ class Engine:
                     n = want
                     queue.appendleft(maker)  # partly filled, it keeps its place
                     status = "partially_filled"
-                left -= n
                 filled += n
                 want -= n
                 level.qty -= n
@@ -468,9 +468,7 @@ class Engine:
                 if not quiet:
                     fill = Fill(trade_id, price, n)
                     fills.append(fill)
-                    updates.append(OrderState(maker_id, maker.client_order_id, maker_account, symbol,
-                                              resting_side, maker.type, price, maker.qty, maker.tif,
-                                              maker.post_only, status, filled, left, [fill], None, seq, ts))
+                    updates.append((maker, maker.qty, status, filled, fill, seq, ts))
                 trade_id += 1
             if not quiet:
                 changes.append(LevelChange(symbol, resting_side, price, level.qty, level.count))

@@ -7,9 +7,12 @@ are the wire names, so the server can encode them without copying.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Container, Final, Literal
 
 import msgspec
+
+if TYPE_CHECKING:
+    from tickflow.core.book import Order
 
 Side = Literal["buy", "sell"]
 OrderType = Literal["limit", "market"]
@@ -166,6 +169,21 @@ class LevelChange(msgspec.Struct, frozen=True, gc=False, array_like=True):
     orders: int
 
 
+MakerFill = tuple["Order", int, Status, int, Fill, int, int]
+"""A fill of a resting order as matching notes it: (the order, its qty, status and filled qty after the
+fill, the fill, seq, ts). Cheaper to note than an OrderState, which is built only when it is read: most
+makers have nobody listening for their updates (bench/bench_engine.py: 4% of the engine's time)."""
+
+
+def maker_state(fill: MakerFill) -> OrderState:
+    """The OrderState a noted maker fill stands for. An order's identity, price and terms never change
+    on the object (an amend that re-queues makes a new one); what does change was noted at the fill."""
+    order, qty, status, filled, fill_, seq, ts = fill
+    return OrderState(order.order_id, order.client_order_id, order.account, order.symbol, order.side,
+                      order.type, order.price, qty, order.tif, order.post_only, status, filled, qty - filled,
+                      [fill_], None, seq, ts)
+
+
 class Outcome(msgspec.Struct, gc=False):
     """Everything one command did, enough to answer the caller and publish the feed."""
 
@@ -179,8 +197,24 @@ class Outcome(msgspec.Struct, gc=False):
     an error: its result has status "rejected" and a reason."""
     trades: list[Trade]
     book: list[LevelChange]
-    updates: list[OrderState]
-    """Resting orders the command changed (filled against, cancelled by self-trade prevention, or all
-    that a CancelAll cancelled, oldest first)."""
+    changed: list[OrderState | MakerFill]
+    """Resting orders the command changed, as the engine noted them: read them through `updates`."""
     replayed: bool = False
     """True when the command was an idempotent retry answered with the original result."""
+
+    @property
+    def updates(self) -> list[OrderState]:
+        """Resting orders the command changed (filled against, cancelled by self-trade prevention, or all
+        that a CancelAll cancelled, oldest first), each as it was after this command."""
+        return [u if isinstance(u, OrderState) else maker_state(u) for u in self.changed]
+
+    def updates_of(self, accounts: Container[str]) -> list[OrderState]:
+        """`updates` of the orders of `accounts` only; the others are never built."""
+        states = []
+        for u in self.changed:
+            if isinstance(u, OrderState):
+                if u.account in accounts:
+                    states.append(u)
+            elif u[0].account in accounts:
+                states.append(maker_state(u))
+        return states

@@ -286,10 +286,14 @@ class Feed:
         """Sequencer listener: called with each durable batch, in order."""
         batch: dict[str, _SymbolBatch] = {}
         private: list[OrderState] = []
+        listening = self.by_account
         for outcome in outcomes:
-            if outcome.result is not None and outcome.error is None:
-                private.append(outcome.result)
-            private.extend(outcome.updates)
+            if listening:  # only the orders of accounts with someone listening: most have nobody
+                result = outcome.result
+                if result is not None and outcome.error is None and result.account in listening:
+                    private.append(result)
+                if outcome.changed:
+                    private.extend(outcome.updates_of(listening))
             for change in outcome.book:
                 entry = batch.get(change.symbol) or batch.setdefault(change.symbol, _SymbolBatch())
                 entry.levels[(change.side, change.price)] = change
@@ -302,7 +306,7 @@ class Feed:
             self.durable_seq = outcomes[-1].seq
         for symbol, entry in batch.items():
             self._publish_symbol(symbol, entry)
-        if private and self.by_account:
+        if private:
             for state in private:
                 subs = self.by_account.get(state.account)
                 if subs:

@@ -1073,6 +1073,8 @@ def test_my_orders_are_marked_stale_offline_and_what_changed_meanwhile_is_said(
     ws.down = True
     ws.cut()
     expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+    # The panels are marked on the next frame, by body[data-feed].
+    expect(page.locator("body")).to_have_attribute("data-feed", "offline")
     # Marked like the other panels: dimmed, OFFLINE by the title, and a line saying what that means.
     marker = page.locator("#orders-title").evaluate("e => getComputedStyle(e, '::after').content")
     assert marker == '"offline"'

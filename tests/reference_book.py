@@ -210,8 +210,7 @@ class RefEngine:
             buy, sell = (order, maker) if order.side == "buy" else (maker, order)
             trades.append(Trade(trade_id, order.symbol, maker.price, qty, buy.order_id, sell.order_id,
                                 buy.account, sell.account, order.side, seq, ts))  # type: ignore[arg-type]
-            fill = Fill(trade_id, maker.price, qty)
-            fills.append(fill)
+            fills.append(Fill(trade_id, maker.price, qty, "taker"))
             order.filled += qty
             maker.filled += qty
             if maker.filled == maker.qty:
@@ -219,7 +218,7 @@ class RefEngine:
                 self.resting[(maker.symbol, maker.side)].remove(maker)
             else:
                 maker.status = "partially_filled"
-            updates.append(maker.state([fill]))
+            updates.append(maker.state([Fill(trade_id, maker.price, qty, "maker")]))
         return fills, trades, updates
 
     def find(self, account: str, order_id: int) -> RefOrder | None:

@@ -227,6 +227,7 @@ async def test_ws_book_follows_the_server_and_private_updates(server: ServerProc
                                    and e.order.filled_qty == 4 for e in events))
         fill = next(e for e in events if isinstance(e, OrderChanged) and e.order.filled_qty == 4)
         assert fill.order.status == "partially_filled" and fill.order.fills[0].qty == 4
+        assert fill.order.fills[0].liquidity == "maker"
         trades = [t for e in events if isinstance(e, TradesReceived) for t in e.trades]
         assert trades[-1].price == 400 and trades[-1].aggressor == "sell"
 
@@ -1084,6 +1085,7 @@ async def test_fills_are_the_callers_side_of_its_trades(server: ServerProcess) -
     async with Client(server.url, "fill-maker") as maker, Client(server.url, "fill-taker") as taker:
         rest = await maker.place_order("ACME", "sell", 6, 120)
         took = await taker.place_order("ACME", "buy", 4, 120)
+        assert took.fills[0].liquidity == "taker"
         (mine,) = await maker.fills("ACME")
         assert mine == AccountFill(took.fills[0].trade_id, "ACME", rest.order_id, "sell", 120, 4, "maker",
                                    took.seq, took.ts)

@@ -81,6 +81,23 @@ def test_sweeping_several_levels_reports_fills_in_order(d: Driver) -> None:
     assert d.depth() == ([(102, 6, 1)], [(103, 2, 1)])
 
 
+def test_each_fill_says_which_side_was_resting(d: Driver) -> None:
+    """One trade, two fills: taker in the answer of the order that came in, maker in the update of the one
+    it hit; an amend that crosses is the taker of its own trades."""
+    maker = oid(d.new("s", "sell", 100, 10))
+    d.new("s", "sell", 101, 5)
+    out = d.new("b", "buy", 101, 12)
+    assert [(f.trade_id, f.qty, f.liquidity) for f in out.result.fills] == [  # type: ignore[union-attr]
+        (1, 10, "taker"), (2, 2, "taker")]
+    assert [(u.order_id, [(f.trade_id, f.liquidity) for f in u.fills]) for u in out.updates] == [
+        (maker, [(1, "maker")]), (maker + 1, [(2, "maker")])]
+    d.new("b", "buy", 99, 3)
+    resting = oid(d.new("s", "sell", 105, 3))
+    amended = d.amend("s", resting, price=99)
+    assert [(f.qty, f.liquidity) for f in amended.result.fills] == [(3, "taker")]  # type: ignore[union-attr]
+    assert [f.liquidity for u in amended.updates for f in u.fills] == ["maker"]
+
+
 def test_a_limit_that_does_not_cross_rests(d: Driver) -> None:
     d.new("s", "sell", 101, 5)
     out = d.new("b", "buy", 100, 5)

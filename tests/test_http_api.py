@@ -45,7 +45,7 @@ async def test_orders_trade_and_show_up_everywhere(server: ServerProcess) -> Non
         st, take = await call(s, "POST", f"{u}/orders", "bob", json=order(side="buy", price=105, qty=8))
         assert st == 200
         assert take["status"] == "partially_filled" and take["filledQty"] == 5
-        assert take["fills"] == [{"tradeId": 1, "price": 101, "qty": 5}]
+        assert take["fills"] == [{"tradeId": 1, "price": 101, "qty": 5, "liquidity": "taker"}]
 
         st, book = await call(s, "GET", f"{u}/book/ACME")
         assert st == 200 and book["bids"] == [{"price": 105, "qty": 3, "orders": 1}] and book["asks"] == []

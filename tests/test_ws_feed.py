@@ -352,6 +352,7 @@ async def test_private_updates_reach_the_resting_orders_owner(server: ServerProc
         assert orders[0]["orderId"] == rest["orderId"] and orders[0]["status"] == "new"
         assert orders[1]["orderId"] == rest["orderId"] and orders[1]["status"] == "partially_filled"
         assert orders[1]["filledQty"] == 4 and orders[1]["fills"][0]["qty"] == 4
+        assert orders[1]["fills"][0]["liquidity"] == "maker"  # bob's answer said taker for the same trade
         assert all(o["account"] == "alice" for o in orders)  # bob's own order is not sent to alice
         await ws.close()
 

@@ -466,7 +466,7 @@ class Engine:
                         trades.append(Trade(trade_id, symbol, price, n, maker_id, order_id,
                                             maker_account, account, "sell", seq, ts))
                 if not quiet:
-                    fill = Fill(trade_id, price, n)
+                    fill = Fill(trade_id, price, n, "taker")
                     fills.append(fill)
                     updates.append((maker, maker.qty, status, filled, fill, seq, ts))
                 trade_id += 1

@@ -102,6 +102,8 @@ class Fill(msgspec.Struct, frozen=True, rename="camel"):
     trade_id: int
     price: int
     qty: int
+    liquidity: Literal["maker", "taker"]
+    """`taker` in the answer of the order (or amend) that traded; `maker` in a resting order's update."""
 
 
 class Order(msgspec.Struct, rename="camel"):

@@ -45,7 +45,8 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(c): _json(_ref("Error"), about[c]) for c in codes}
 
 
-FILL = _obj({"tradeId": INT, "price": INT, "qty": INT})
+LIQUIDITY = {"type": "string", "enum": ["maker", "taker"]}
+FILL = _obj({"tradeId": INT, "price": INT, "qty": INT, "liquidity": LIQUIDITY})
 ORDER = _obj({
     "orderId": INT, "clientOrderId": {"type": ["string", "null"]}, "account": {"type": "string"},
     "symbol": {"type": "string"}, "side": SIDE, "type": {"type": "string", "enum": ["limit", "market"]},
@@ -89,7 +90,7 @@ BOOK = _obj({"symbol": {"type": "string"}, "seq": INT, "bids": {"type": "array",
 TRADE = _obj({"tradeId": INT, "symbol": {"type": "string"}, "price": INT, "qty": INT, "buyOrderId": INT,
               "sellOrderId": INT, "aggressor": SIDE, "seq": INT, "ts": INT})
 ACCOUNT_FILL = _obj({"tradeId": INT, "symbol": {"type": "string"}, "orderId": INT, "side": SIDE, "price": INT,
-                     "qty": INT, "liquidity": {"type": "string", "enum": ["maker", "taker"]}, "seq": INT, "ts": INT})
+                     "qty": INT, "liquidity": LIQUIDITY, "seq": INT, "ts": INT})
 BAR = _obj({"t": INT, "open": INT, "high": INT, "low": INT, "close": INT, "volume": INT,
             "vwap": {"type": "number"}})
 SYMBOL_INFO = _obj({"symbol": {"type": "string"}, "bestBid": NULLABLE_INT, "bestAsk": NULLABLE_INT,

@@ -59,9 +59,11 @@ async def test_cancel_all_takes_exactly_the_callers_orders_in_one_command(server
         assert status == 200 and [o["orderId"] for o in listed["orders"]] == acme_bids
         status, listed = await call(s, "GET", f"{u}/orders?side=sell", "alice")
         assert status == 200 and [o["orderId"] for o in listed["orders"]] == [acme_ask]
-        for bad, field in (("symbol=NOPE", "symbol"), ("side=both", "side")):
+        # The same refusals as a cancel-all's, a misspelt filter included: it would have listed everything.
+        for bad, field in (("symbol=NOPE", "symbol"), ("side=both", "side"), ("sid=buy", "sid"),
+                           ("status=all", "status")):
             status, body = await call(s, "GET", f"{u}/orders?{bad}", "alice")
-            assert status == 400 and body["field"] == field
+            assert status == 400 and body["field"] == field, (bad, body)
         before = await commands(s, u)
 
         status, body = await call(s, "DELETE", f"{u}/orders?symbol=ACME&side=buy", "alice")

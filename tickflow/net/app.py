@@ -287,15 +287,12 @@ async def _durable(ex: Exchange, seq: int) -> None:
 async def list_orders(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE]
     account = _account(request)
-    status = request.query.get("status", "open")
-    if status != "open":
+    query = dict(request.query)
+    if query.pop("status", "open") != "open":
         raise BadRequest("status must be 'open'", "status")
-    symbol = request.query.get("symbol")
-    if symbol is not None and symbol not in ex.engine.books:
-        raise BadRequest(f"unknown symbol {protocol.brief(symbol)}", "symbol")
-    side = request.query.get("side")
-    if side not in (None, "buy", "sell"):
-        raise BadRequest(f"side must be buy or sell, not {protocol.brief(side)}", "side")
+    wanted = protocol.order_filter(query, ex.engine.books, "query parameters",
+                                   "GET /orders takes status=open, symbol and side, all optional")
+    symbol, side = wanted.symbol, wanted.side
     seq = ex.engine.last_seq
     orders = ex.engine.open_order_states(account)
     if symbol is not None or side is not None:

@@ -58,7 +58,10 @@ class AmendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     price: Price | None = None
 
 
-class CancelAllRequest(msgspec.Struct, forbid_unknown_fields=True):
+class OrderFilter(msgspec.Struct, forbid_unknown_fields=True):
+    """Which of an account's open orders a cancel-all takes, or `GET /orders` lists: all, or those in a
+    symbol and/or on a side."""
+
     symbol: str | None = None
     side: Literal["buy", "sell"] | None = None
 
@@ -239,14 +242,20 @@ def cancel_all(account: str, data: dict[str, Any], symbols: set[str] | dict[str,
                names: str = "fields") -> CancelAll:
     """`{"symbol"?, "side"?}` (a WebSocket message's `names` = fields, or DELETE /orders' query
     parameters): the orders to cancel."""
+    req = order_filter(data, symbols, names, "a cancel-all takes symbol and side, both optional")
+    return CancelAll(account, req.symbol, req.side)
+
+
+def order_filter(data: dict[str, Any], symbols: set[str] | dict[str, Any], names: str, takes: str) -> OrderFilter:
+    """`{"symbol"?, "side"?}`; any other name is refused (a misspelt filter would otherwise widen the
+    choice to every order), `takes` saying what is allowed."""
     unknown = [k for k in data if k not in ("symbol", "side")]
     if unknown:
-        raise BadRequest(f"unknown {names} {', '.join(brief(k) for k in unknown[:10])}: "
-                         "a cancel-all takes symbol and side, both optional", cut(unknown[0]))
-    req: CancelAllRequest = convert(data, CancelAllRequest)
+        raise BadRequest(f"unknown {names} {', '.join(brief(k) for k in unknown[:10])}: {takes}", cut(unknown[0]))
+    req: OrderFilter = convert(data, OrderFilter)
     if req.symbol is not None and req.symbol not in symbols:
         raise BadRequest(f"unknown symbol {brief(req.symbol)}", "symbol")
-    return CancelAll(account, req.symbol, req.side)
+    return req
 
 
 def brief(value: Any, limit: int = 40) -> str:

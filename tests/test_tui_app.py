@@ -937,7 +937,7 @@ async def test_my_orders_filled_or_cancelled_by_others_are_told() -> None:
         await settle(pilot)
         backend: FixedBackend = app.backend  # type: ignore[assignment]
         filled = msgspec.structs.replace(order(41, "buy", 9_995, 100, 43, seq=600),
-                                         fills=[Fill(2_000, 9_995, 3)])
+                                         fills=[Fill(2_000, 9_995, 3, "maker")])
         backend.emit(OrderChanged(filled))
         backend.emit(OrderChanged(filled))  # the same state again (a catch-up) is no news
         backend.emit(OrderChanged(order(42, "sell", 10_010, 50, status="cancelled",
@@ -1024,37 +1024,47 @@ def _fills_app(**kw) -> TickflowApp:  # type: ignore[no-untyped-def]
     return TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
 
 
-def test_model_tells_maker_from_taker_in_live_fills() -> None:
-    """A fill of an order that rested at that price was someone else's doing (maker); one made as the
-    order moved to another price, its own amend's (taker); an order first seen with fills is a guess
-    until the server's list; the answer to this screen's own place says taker for sure."""
+def test_model_shows_each_live_fill_with_its_own_maker_or_taker() -> None:
+    """The role is the fill's own, as the server tells it in the answer and the update: also for an order
+    first seen with fills, or a state older than the one held, where the order's state before says
+    nothing. One row a trade id; the server's list replaces what is held."""
     market = m.Market("ACME", "alice")
-    resting = order(5, "buy", 100, 10, seq=10)
-    market.set_order(resting, news=True)
-    hit = msgspec.structs.replace(order(5, "buy", 100, 10, 3, seq=11), fills=[Fill(1, 100, 3)])
+    market.set_order(order(5, "buy", 100, 10, seq=10), news=True)
+    hit = msgspec.structs.replace(order(5, "buy", 100, 10, 3, seq=11), fills=[Fill(1, 100, 3, "maker")])
     assert market.apply(OrderChanged(hit)) == {m.ORDERS, m.FILLS, m.CONN}
-    moved = msgspec.structs.replace(order(5, "buy", 103, 10, 5, seq=12), fills=[Fill(2, 102, 2)])
-    market.apply(OrderChanged(moved))
-    new = msgspec.structs.replace(order(6, "sell", 99, 4, 4, status="filled", seq=13), fills=[Fill(3, 100, 4)])
-    market.apply(OrderChanged(new))
-    assert [(f.trade_id, f.order_id, f.side, f.liquidity) for f in market.my_fills()] == [
-        (3, 6, "sell", "taker"), (2, 5, "buy", "taker"), (1, 5, "buy", "maker")]
-    assert market.unsure == {3} and market.unsure_symbols() == {"ACME"}
-    market.set_order(new, taker=True)  # its answer
-    assert market.unsure == set()
-    market.apply(OrderChanged(hit))  # the same fill again (a late duplicate): still once, still maker
-    assert [f.trade_id for f in market.my_fills()] == [3, 2, 1] and market.my_fills()[2].liquidity == "maker"
+    moved = msgspec.structs.replace(order(5, "buy", 103, 10, 5, seq=12), fills=[Fill(2, 102, 2, "taker")])
+    market.set_order(moved)  # its amend's answer
+    # Placed from another screen of the account and crossing at once: its update is the first word of it.
+    elsewhere = msgspec.structs.replace(order(6, "sell", 99, 4, 4, status="filled", seq=13),
+                                        fills=[Fill(3, 100, 4, "taker")])
+    market.apply(OrderChanged(elsewhere))
+    # A resting order the screen had not seen yet, hit by someone else's.
+    unseen = msgspec.structs.replace(order(8, "sell", 104, 6, 1, seq=14), fills=[Fill(4, 104, 1, "maker")])
+    market.apply(OrderChanged(unseen))
+    assert [(f.trade_id, f.order_id, f.side, f.qty, f.liquidity) for f in market.my_fills()] == [
+        (4, 8, "sell", 1, "maker"), (3, 6, "sell", 4, "taker"), (2, 5, "buy", 2, "taker"), (1, 5, "buy", 3, "maker")]
+    market.apply(OrderChanged(hit))  # the same fill again (a late duplicate): still once
+    market.apply(OrderChanged(moved))  # the amend's own update, after its answer
+    assert [f.trade_id for f in market.my_fills()] == [4, 3, 2, 1]
     # An older state arriving after a newer one still brings its fills (they are not in the newer one).
-    late = msgspec.structs.replace(order(5, "buy", 103, 10, 4, seq=11), fills=[Fill(9, 103, 1)])
+    late = msgspec.structs.replace(order(5, "buy", 103, 10, 4, seq=11), fills=[Fill(9, 103, 1, "maker")])
     market.set_order(late)
-    assert 9 in market.fills["ACME"] and market.orders[5].seq == 12
-    assert market.unsure == {9}  # with no state before it to compare: a guess
-    # The server's word wins over a guess, and fills seen live since stay.
-    guess = msgspec.structs.replace(order(7, "buy", 100, 1, 1, status="filled", seq=20), fills=[Fill(10, 100, 1)])
-    market.apply(OrderChanged(guess))
-    market.set_fills("ACME", [fill(10, 7, "buy", 100, 1, "maker", seq=20), fill(9, 5, "buy", 103, 1, "taker", seq=11)])
-    assert market.fills["ACME"][10].liquidity == "maker" and market.unsure == set()
+    assert market.fills["ACME"][9].liquidity == "maker" and market.orders[5].seq == 12
+    # The server's list replaces what is held; fills seen live since stay.
+    market.set_fills("ACME", [fill(3, 6, "sell", 100, 4, "taker", seq=13, ts=T0), fill(9, 5, "buy", 103, 1, "maker")])
+    assert market.fills["ACME"][3].ts == T0 and market.fills_loaded == {"ACME"}
     assert len(market.my_fills()) == 5 and market.my_fills("BETA") == []
+
+
+def test_model_keeps_the_newest_fills_of_a_symbol() -> None:
+    market = m.Market("ACME", "alice")
+    market.set_fills("ACME", [fill(i, 5, "buy", 100, 1, "maker") for i in range(1, m.FILLS_KEPT + 1)])
+    newer = msgspec.structs.replace(order(6, "sell", 99, 3, 3, status="filled", seq=900),
+                                    fills=[Fill(m.FILLS_KEPT + i, 99, 1, "taker") for i in (1, 2, 3)])
+    market.set_order(newer)
+    kept = market.my_fills()
+    assert len(kept) == m.FILLS_KEPT and kept[0].trade_id == m.FILLS_KEPT + 3 and kept[-1].trade_id == 4
+    assert kept[0].liquidity == "taker" and kept[-1].liquidity == "maker"
 
 
 async def test_my_fills_are_loaded_and_shown_newest_first() -> None:
@@ -1082,41 +1092,46 @@ async def test_my_fills_are_loaded_and_shown_newest_first() -> None:
 
 async def test_a_fill_while_running_shows_once() -> None:
     """A resting order filled by someone else (maker), then the same fill again in an update and in the
-    server's list; then an order of this screen's that crosses: its update comes before its answer."""
+    server's list; then an order of this screen's that crosses (its update comes before its answer); then
+    a resting order the screen had not seen. Each shows its own role at once, with no `GET /fills` asked."""
     def answer(call: str, args: dict) -> Order:  # type: ignore[type-arg]
         return msgspec.structs.replace(order(60, "buy", 10_002, 4, 4, status="filled", seq=700),
-                                       fills=[Fill(2_001, 10_002, 4)])
+                                       fills=[Fill(2_001, 10_002, 4, "taker")])
 
     app = _fills_app(answer=answer)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         backend: FixedBackend = app.backend  # type: ignore[assignment]
         await pilot.press("f")
-        hit = msgspec.structs.replace(order(41, "buy", 9_995, 100, 43, seq=600), fills=[Fill(2_000, 9_995, 3)])
+        hit = msgspec.structs.replace(order(41, "buy", 9_995, 100, 43, seq=600), fills=[Fill(2_000, 9_995, 3, "maker")])
         backend.emit(OrderChanged(hit))
         backend.emit(OrderChanged(hit))
         await settle(pilot)
         assert _fill_rows(app)[0][2:] == ["3 @ 9995", "#41", "maker"] and len(_fill_rows(app)) == 7
-        assert backend.fills_asked == ["ACME"]  # sure of it: nothing to ask
+        assert backend.fills_asked == ["ACME"]
         backend.fill_store.append(fill(2_000, 41, "buy", 9_995, 3, "maker", seq=600))
         await pilot.press("r")
         await settle(pilot)
         assert len(backend.fills_asked) == 2
         assert [r[3] for r in _fill_rows(app)].count("#41") == 4 and len(_fill_rows(app)) == 7
 
-        # The screen's own buy crosses: the private update first (no state before: a guess, and the server
-        # is asked), then the answer (taker for sure).
-        mine = answer("place", {})
-        backend.fill_store.append(fill(2_001, 60, "buy", 10_002, 4, "taker", seq=700))
-        backend.emit(OrderChanged(mine))
+        # The screen's own buy crosses: the private update first (the order not seen before), then the answer.
+        backend.emit(OrderChanged(answer("place", {})))
         await settle(pilot)
-        assert backend.fills_asked[2:] == ["ACME"] and app.market.unsure == set()
+        assert _fill_rows(app)[0][1:] == ["▲ buy", "4 @ 10002", "#60", "taker"] and len(_fill_rows(app)) == 8
         await pilot.press("t", *"10002", "tab", "4", "enter")
         await settle(pilot)
         assert backend.calls[-1][0] == "place"
-        rows = _fill_rows(app)
-        assert rows[0][1:] == ["▲ buy", "4 @ 10002", "#60", "taker"] and len(rows) == 8
+        assert _fill_rows(app)[0][1:] == ["▲ buy", "4 @ 10002", "#60", "taker"] and len(_fill_rows(app)) == 8
         assert [f.trade_id for f in app.market.my_fills()].count(2_001) == 1
+
+        # A resting sell placed from another screen of the account, hit before this one saw it rest.
+        unseen = msgspec.structs.replace(order(59, "sell", 10_003, 9, 2, seq=710),
+                                         fills=[Fill(2_002, 10_003, 2, "maker")])
+        backend.emit(OrderChanged(unseen))
+        await settle(pilot)
+        assert _fill_rows(app)[0][1:] == ["▼ sell", "2 @ 10003", "#59", "maker"] and len(_fill_rows(app)) == 9
+        assert len(backend.fills_asked) == 2  # only the r above: each role came with its fill
 
 
 async def test_f_toggles_my_fills_and_the_other_keys_still_work() -> None:
@@ -1215,7 +1230,7 @@ async def test_a_fill_that_arrives_while_my_orders_are_shown_is_drawn_in_full_on
         await settle(pilot)
         assert _fill_rows(app)[0][1] == "▼ sell"
         await pilot.press("f")
-        hit = msgspec.structs.replace(order(41, "buy", 9_995, 100, 43, seq=600), fills=[Fill(2_000, 9_995, 3)])
+        hit = msgspec.structs.replace(order(41, "buy", 9_995, 100, 43, seq=600), fills=[Fill(2_000, 9_995, 3, "maker")])
         app.backend.emit(OrderChanged(hit))  # type: ignore[attr-defined]
         await settle(pilot)
         await pilot.press("f")

@@ -1682,8 +1682,8 @@ def expect_fills_as_the_server_has_them(page: Page, server: Server, token: str, 
 
 def test_my_fills_are_read_on_load_and_kept_live_each_once(pages: Pages, server: Server, artifacts: Path) -> None:
     """Fills made before the page loaded come from GET /fills; later ones live, from the answers and the
-    private updates, each once (also after a reload and a reconnect), with maker or taker as the server
-    records it; another symbol's on switching to it."""
+    private updates, each once (also after a reload and a reconnect), maker or taker as each fill says it
+    (no GET /fills asked to tell which); another symbol's on switching to it."""
     rest = call(server, "POST", "/orders", "fay", limit("FILLS", "sell", 1010, 10))[1]["orderId"]
     call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1010, 4))  # hits fay's resting sell
     call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1000, 5))
@@ -1706,11 +1706,14 @@ def test_my_fills_are_read_on_load_and_kept_live_each_once(pages: Pages, server:
         ("▼ sell", "3", "@ 1000", f"#{took['orderId']}", "taker"),
         ("▼ sell", "4", "@ 1010", f"#{rest}", "maker")]
     expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 2)
+    reads: list[str] = []
+    page.on("request", lambda r: reads.append(r.url) if "/fills?" in r.url else None)
 
-    # Live, each once: bob hits the resting sell again (maker) ...
+    # Live, each once and as the server says it: bob hits the resting sell again (maker) ...
     call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1010, 2))
     expect(rows).to_have_count(3)
     assert fill_rows(page)[0][1:] == ("▼ sell", "2", "@ 1010", f"#{rest}", "maker")
+    expect(rows.first).to_have_attribute("title", re.compile(r"; maker: your resting order was hit$"))
     # ... a buy from the ticket takes dave's offer (its answer and its update both list the fill) ...
     call(server, "POST", "/orders", "dave", limit("FILLS", "sell", 1005, 5))
     place_from_ticket(page, "buy", 1005, 2)
@@ -1719,13 +1722,15 @@ def test_my_fills_are_read_on_load_and_kept_live_each_once(pages: Pages, server:
     assert fill_rows(page)[0][1:3] == ("▲ buy", "2") and fill_rows(page)[0][5] == "taker"
     # ... a sell placed elsewhere (over HTTP) takes bob's bid, and the resting sell, amended elsewhere down
     # to 1000, takes the rest of it: both taker, though the amended order had only made maker fills.
-    call(server, "POST", "/orders", "fay", limit("FILLS", "sell", 1000, 1))
+    sold = call(server, "POST", "/orders", "fay", limit("FILLS", "sell", 1000, 1))[1]["orderId"]
     expect(rows).to_have_count(5)
+    assert fill_rows(page)[0][1:] == ("▼ sell", "1", "@ 1000", f"#{sold}", "taker")
     status, amended = call(server, "PATCH", f"/orders/{rest}", "fay", {"price": 1000})
     assert status == 200 and [f["qty"] for f in amended["fills"]] == [1]
     expect(rows).to_have_count(6)
     assert fill_rows(page)[0][1:] == ("▼ sell", "1", "@ 1000", f"#{rest}", "taker")
-    page.wait_for_timeout(300)  # any late duplicate would be in by now
+    page.wait_for_timeout(300)  # any late duplicate, or a read of GET /fills, would be in by now
+    assert reads == []
     expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 6)
     page.screenshot(path=str(artifacts / "screenshot-fills.png"))
 
@@ -1736,8 +1741,6 @@ def test_my_fills_are_read_on_load_and_kept_live_each_once(pages: Pages, server:
     expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 6)
 
     # A fill made while the page is offline comes in with the reconnect's read.
-    reads: list[str] = []
-    page.on("request", lambda r: reads.append(r.url) if "/fills?" in r.url else None)
     ws.down = True
     ws.cut()
     expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
@@ -1750,18 +1753,23 @@ def test_my_fills_are_read_on_load_and_kept_live_each_once(pages: Pages, server:
     expect(page.locator("#conn")).to_have_attribute("data-state", "open", timeout=15_000)
     expect(rows).to_have_count(7)
     assert fill_rows(page)[0][1:] == ("▼ sell", "2", "@ 1000", f"#{rest}", "maker")
-    # While My open orders is being read the page cannot tell maker from taker by itself: it asks the server.
+    # While My open orders is being read, the updates still say maker or taker: shown at once, none asked.
     while not listing:
         page.wait_for_timeout(50)
     before = len(reads)
-    call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1000, 1))
+    call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 1000, 1))  # hits the resting sell
     expect(rows).to_have_count(8)
-    expect(rows.first.locator("td.liq")).to_have_text("maker")
-    assert len(reads) > before
+    assert fill_rows(page)[0][1:] == ("▼ sell", "1", "@ 1000", f"#{rest}", "maker")
+    call(server, "POST", "/orders", "bob", limit("FILLS", "buy", 990, 3))
+    took_here = call(server, "POST", "/orders", "fay", limit("FILLS", "sell", 990, 1))[1]["orderId"]
+    expect(rows).to_have_count(9)
+    assert fill_rows(page)[0][1:] == ("▼ sell", "1", "@ 990", f"#{took_here}", "taker")
+    page.wait_for_timeout(300)
+    assert len(reads) == before
     for route in listing:
         route.continue_()
     page.unroute(re.compile(r"/orders\?status=open"))
-    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 8)
+    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 9)
 
     # Another symbol: its own fills; and back.
     page.select_option("#t-symbol", "FILLS2")
@@ -1769,7 +1777,7 @@ def test_my_fills_are_read_on_load_and_kept_live_each_once(pages: Pages, server:
     expect(rows).to_have_count(1)
     assert [r[1:] for r in fill_rows(page)] == [("▲ buy", "2", "@ 50", f"#{other}", "taker")]
     page.select_option("#t-symbol", "FILLS")
-    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 8)
+    expect_fills_as_the_server_has_them(page, server, "fay", "FILLS", 9)
 
     # At phone width the table fits its panel.
     page.set_viewport_size({"width": 390, "height": 844})
@@ -1797,22 +1805,33 @@ def test_my_fills_are_read_on_load_and_kept_live_each_once(pages: Pages, server:
     errors[:] = [e for e in errors if not NETWORK_NOISE.search(e)]
 
 
-def test_maker_or_taker_is_told_from_the_order_before_and_after_its_update(pages: Pages) -> None:
+def test_my_fills_take_maker_or_taker_from_each_fill_and_the_server_record_from_get_fills(pages: Pages) -> None:
+    """MyFills alone, in the page: the liquidity shown is each fill's own, a live fill seen again is one row,
+    and a GET /fills record replaces the row held."""
     page = pages.open("lou", "ACME")
-    told = page.evaluate("""async () => {
-        const { liquidityOf } = await import('/js/fills.js');
-        const now = {type: 'limit', tif: 'gtc', postOnly: false, price: 100, qty: 10, seq: 9};
-        const before = {...now, seq: 5};
-        return {
-          market: liquidityOf({...now, type: 'market', tif: 'ioc'}, before, true),
-          ioc: liquidityOf({...now, tif: 'ioc'}, before, false),
-          postOnly: liquidityOf({...now, postOnly: true}, undefined, false),
-          placed: liquidityOf(now, undefined, true),
-          hit: liquidityOf(now, before, true),
-          newPrice: liquidityOf(now, {...before, price: 101}, true),
-          newQty: liquidityOf(now, {...before, qty: 12}, true),
-          listBeingRead: liquidityOf(now, before, false),
-          heldAsItIsNow: liquidityOf(now, {...now}, true),
-        }; }""")
-    assert told == {"market": "taker", "ioc": "taker", "postOnly": "maker", "placed": "taker", "hit": "maker",
-                    "newPrice": "taker", "newQty": "taker", "listBeingRead": None, "heldAsItIsNow": None}
+    shown = page.evaluate("""async () => {
+        const { MyFills, fillsOf } = await import('/js/fills.js');
+        const fills = new MyFills({ tbody: document.createElement('tbody'), empty: document.createElement('p'),
+            label: document.createElement('span'), columns: { get: (i, n) => n }, read: async () => ({ status: 500 }) });
+        fills.show('lou', 'ACME');
+        const order = (orderId, extra) => ({ orderId, symbol: 'ACME', side: 'sell', type: 'limit', tif: 'gtc',
+            postOnly: false, price: 100, qty: 10, seq: 9, ts: 1764685000123, ...extra });
+        const fill = (tradeId, liquidity) => ({ tradeId, price: 100, qty: 2, liquidity });
+        // A resting order hit twice by one command, then my own order's answer and the update repeating it.
+        fills.updated(order(1, { fills: [fill(11, 'maker'), fill(12, 'maker')] }));
+        const answer = order(2, { type: 'market', tif: 'ioc', fills: [fill(13, 'taker')] });
+        fills.taken(answer);
+        fills.updated({ ...answer, fills: [{ ...fill(13, 'maker'), qty: 5 }] });
+        fills.updated(order(3, { symbol: 'OTHER', fills: [fill(14, 'maker')] }));  // another symbol's
+        const live = fills.list().map((f) => [f.tradeId, f.qty, f.liquidity]);
+        fills.merge([{ ...fillsOf(order(1, { fills: [fill(12, 'taker')] }))[0], seq: 9 }], true);
+        fills.render();
+        const cells = [...fills.tbody.querySelectorAll('tr')].map((tr) =>
+            [tr.dataset.tradeId, tr.querySelector('td.liq').className, tr.querySelector('td.liq').textContent]);
+        return { live, cells, served: fills.fills.get(12).seq,
+                 of: fillsOf(order(4, { fills: [fill(15, 'maker'), fill(16, 'taker')] })).map((f) => f.liquidity) };
+    }""")
+    assert shown["of"] == ["maker", "taker"]
+    assert sorted(shown["live"]) == [[11, 2, "maker"], [12, 2, "maker"], [13, 2, "taker"]]
+    assert shown["served"] == 9
+    assert shown["cells"] == [["13", "liq taker", "taker"], ["12", "liq taker", "taker"], ["11", "liq maker", "maker"]]

@@ -136,8 +136,7 @@ class OrderActions:
         if not self.ready:
             return
         if message.order is not None:
-            # A place's or an amend's own fills took liquidity.
-            self.market.set_order(message.order, taker=message.action in ("place", "amend"))
+            self.market.set_order(message.order)
             self.mark(m.ORDERS, m.FILLS)
         if message.action == "place":
             self.query_one(OrderTicket).show_result(message.order, message.error)

@@ -128,11 +128,7 @@ class TickflowApp(OrderActions, App[None]):
 
     def on_feed_event(self, event: Event) -> None:
         """Called for every feed event (in the session's task): fold it in, ask for one redraw."""
-        unsure = len(self.market.unsure)
         self._dirty |= self.market.apply(event)
-        if len(self.market.unsure) > unsure:  # a fill's maker or taker is a guess: ask the server
-            for symbol in self.market.unsure_symbols():
-                self.load_fills(symbol)
         for text, severity in self.market.notices:  # a fill, a gap, a refusal: worth the trader's eye
             self.notify(text, severity=severity, timeout=8)
         self.market.notices.clear()

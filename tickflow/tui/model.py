@@ -82,8 +82,6 @@ class Market:
     """Orders this screen has a cancel or amend in flight for: their closing is no news."""
     fills: dict[str, dict[int, AccountFill]] = field(default_factory=dict)
     """My fills by symbol and trade id: from `GET /fills` and from order answers and updates, each once."""
-    unsure: set[int] = field(default_factory=set)
-    """Trade ids of live fills whose maker or taker is a guess until `GET /fills` says."""
     fills_loaded: set[str] = field(default_factory=set)
     """Symbols whose fills `GET /fills` has listed from this exchange (until then the view says loading)."""
     epoch: int = 0
@@ -181,7 +179,6 @@ class Market:
         self.closed.clear()
         self.unlisted.clear()
         self.fills.clear()
-        self.unsure.clear()
         self.fills_loaded.clear()
         self.epoch += 1
         self.seq = 0
@@ -194,16 +191,15 @@ class Market:
         """`GET /bars` over the trades with ids below `before`; the trades seen from `before` on are added."""
         self.candles.setdefault(symbol, Candles()).set_bars(bars, before)
 
-    def set_order(self, order: Order, *, news: bool = False, taker: bool = False) -> None:
+    def set_order(self, order: Order, *, news: bool = False) -> None:
         """A state of one of my orders: an answer to this screen's own call, or (`news`) what the server
         says of it otherwise. For an order already resting, that is someone else's doing (a fill, a
-        self-trade cancel, a cancel from another screen of the account) and is told in `notices`.
-        `taker`: it answers this order's own place or amend, so its fills took liquidity."""
+        self-trade cancel, a cancel from another screen of the account) and is told in `notices`."""
         order_id = order.order_id
         known = self.orders.get(order_id)
         before = known if known is not None else self.unlisted.get(order_id)
         if order.fills:  # trades, whatever the state's age: a later state does not repeat them
-            self.add_fills(order, True if taker else _took(order, before))
+            self.add_fills(order)
         known_seq = known.seq if known is not None else self.closed.get(order_id, -1)
         if known_seq > order.seq:
             return  # an older answer arriving after a newer private update
@@ -218,19 +214,13 @@ class Market:
             self.unlisted.pop(order_id, None)
             self.closed[order_id] = order.seq
 
-    def add_fills(self, order: Order, took: bool | None) -> None:
-        """The fills in an order's answer or update; `took`: whether it took liquidity (None: unknown,
-        shown as taker until the server's list says)."""
+    def add_fills(self, order: Order) -> None:
+        """The fills in an order's answer or update, each with the server's maker or taker."""
         kept = self.fills.setdefault(order.symbol, {})
         for f in order.fills:
-            if f.trade_id in kept and f.trade_id not in self.unsure:
-                continue  # known for sure already (the server's list, or an answer)
-            kept[f.trade_id] = AccountFill(f.trade_id, order.symbol, order.order_id, order.side, f.price, f.qty,
-                                           "maker" if took is False else "taker", order.seq, order.ts)
-            if took is None:
-                self.unsure.add(f.trade_id)
-            else:
-                self.unsure.discard(f.trade_id)
+            if f.trade_id not in kept:  # an answer and its update repeat a fill; the list may hold it
+                kept[f.trade_id] = AccountFill(f.trade_id, order.symbol, order.order_id, order.side, f.price,
+                                               f.qty, f.liquidity, order.seq, order.ts)
         self._trim(kept)
 
     def set_fills(self, symbol: str, fills: list[AccountFill]) -> None:
@@ -238,18 +228,12 @@ class Market:
         kept = self.fills.setdefault(symbol, {})
         for f in fills:
             kept[f.trade_id] = f
-            self.unsure.discard(f.trade_id)
         self.fills_loaded.add(symbol)
         self._trim(kept)
 
     def _trim(self, kept: dict[int, AccountFill]) -> None:
         for trade_id in sorted(kept)[:max(0, len(kept) - FILLS_KEPT)]:
             del kept[trade_id]
-            self.unsure.discard(trade_id)
-
-    def unsure_symbols(self) -> set[str]:
-        """Symbols with a live fill whose maker or taker is still a guess."""
-        return {s for s, kept in self.fills.items() if not self.unsure.isdisjoint(kept)}
 
     def set_open_orders(self, orders: list[Order]) -> None:
         """The server's list of my open orders: the truth after (re)connecting. A private update newer
@@ -260,16 +244,3 @@ class Market:
             self.unlisted[order_id] = self.orders.pop(order_id)
         for o in orders:
             self.set_order(o, news=True)
-
-
-def _took(order: Order, before: Order | None) -> bool | None:
-    """Whether an update's fills took liquidity, told from the order's state before: a fill of an order
-    that rested at the same price was made by someone else's order (maker); one made while the order
-    moved to another price was made by its own amend (taker). A market order always takes. With no
-    state before (the private update of an order just placed, here or elsewhere, usually ahead of its
-    answer; or an order that rested before the screen knew it): None, not known."""
-    if order.type == "market":
-        return True
-    if before is None or before.seq >= order.seq:
-        return None
-    return before.price != order.price

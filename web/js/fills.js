@@ -12,25 +12,8 @@ const LIQUIDITY_WORDS = {
   taker: "taker: your order took liquidity",
 };
 
-/**
- * Whether the fills an order update carries were made as "maker" or "taker", or null when the page cannot
- * tell (the server's GET /fills then says). The fills of one command are the taker's on the order that
- * command placed or amended, and the maker's on every other order; so the update's order is compared with
- * the same order as the page held it before (`before`, or undefined), which counts only while the page
- * holds every open order of the account (`complete`: not while that list is being read).
- */
-export function liquidityOf(order, before, complete) {
-  if (order.type === "market" || order.tif !== "gtc") return "taker"; // it never rested
-  if (order.postOnly) return "maker"; // it never takes
-  if (!complete) return null;
-  if (!before) return "taker"; // it was not open before this command: the command placed it
-  if (before.seq >= order.seq) return null; // held as this command left it: what it was before is gone
-  // Only the order's own command (an amend) moves its price or quantity; a fill by another order leaves them.
-  return before.price === order.price && before.qty === order.qty ? "maker" : "taker";
-}
-
-/** An order result's fills as GET /fills items. */
-export function fillsOf(order, liquidity) {
+/** An order result's fills as GET /fills items, each with the liquidity the server gave it. */
+export function fillsOf(order) {
   return (order.fills || []).map((f) => ({
     tradeId: f.tradeId,
     symbol: order.symbol,
@@ -38,7 +21,7 @@ export function fillsOf(order, liquidity) {
     side: order.side,
     price: f.price,
     qty: f.qty,
-    liquidity,
+    liquidity: f.liquidity,
     ts: order.ts,
   }));
 }
@@ -119,30 +102,29 @@ export class MyFills {
     invalidate("fills");
   }
 
-  /** An order's or an amend's answer: every fill it made was that order's taking liquidity. */
+  /** An order's or an amend's answer: the fills it made (taker, as the server says). */
   taken(order) {
-    if (order.symbol !== this.symbol) return;
-    this.merge(fillsOf(order, "taker"), false);
+    this.live(order);
   }
 
-  /** A private order update; `before` and `complete` as liquidityOf() takes them. */
-  updated(order, before, complete) {
+  /** A private order update: the fills its command made on that order (maker when it was hit). */
+  updated(order) {
+    this.live(order);
+  }
+
+  live(order) {
     if (order.symbol !== this.symbol || !(order.fills && order.fills.length)) return;
-    if (order.fills.every((f) => this.fills.has(f.tradeId))) return; // its answer came first
-    const liquidity = liquidityOf(order, before, complete);
-    this.merge(fillsOf(order, liquidity), false);
-    if (liquidity === null) this.reload(); // the server's record says which
+    this.merge(fillsOf(order), false);
   }
 
   /**
-   * Take fills in, newest KEEP kept. The server's records replace what the page held; a live one only
-   * fills in a liquidity not known yet.
+   * Take fills in, newest KEEP kept. The server's records replace what the page held; a live one seen
+   * again (an order's answer, then its update) is the same fill.
    */
   merge(list, fromServer) {
     let changed = false;
     for (const f of list) {
-      const held = this.fills.get(f.tradeId);
-      if (held && !fromServer && !(held.liquidity === null && f.liquidity !== null)) continue;
+      if (!fromServer && this.fills.has(f.tradeId)) continue;
       this.fills.set(f.tradeId, f);
       changed = true;
     }
@@ -175,13 +157,12 @@ export class MyFills {
   row(f, qtyChars) {
     const tr = el("tr", `fill-${f.side}`);
     tr.dataset.tradeId = String(f.tradeId);
-    const how = f.liquidity ? LIQUIDITY_WORDS[f.liquidity] : "maker or taker: being checked with the server";
     tr.title = `${new Date(f.ts).toLocaleString("en-GB")}: ${f.side} ${fmtQty(f.qty)} ${f.symbol} @ ` +
-      `${fmtPrice(f.price)}, order #${f.orderId}, trade ${f.tradeId}; ${how}`;
+      `${fmtPrice(f.price)}, order #${f.orderId}, trade ${f.tradeId}; ${LIQUIDITY_WORDS[f.liquidity]}`;
     const side = el("td", "side");
     side.append(el("span", "arrow", arrow(f.side)), el("span", "side-word", ` ${f.side}`));
     const qty = el("td", "num qty", fitQty(f.qty, qtyChars));
-    const liquidity = el("td", `liq ${f.liquidity || "unknown"}`, f.liquidity || "…");
+    const liquidity = el("td", `liq ${f.liquidity}`, f.liquidity);
     tr.append(
       el("td", "time", whenText(f.ts)),
       side,

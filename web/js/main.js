@@ -268,7 +268,7 @@ conn.addEventListener("order", (ev) => {
   const order = ev.detail.order;
   if (page.ordersLoading) page.ordersLoading.push(order);
   const old = page.known.get(order.orderId) >= order.seq; // a reload already showed (and said) this
-  fills.updated(order, orders.orders.get(order.orderId), page.ordersOf === page.account && !page.ordersLoading);
+  fills.updated(order);
   if (orders.upsert(order)) {
     invalidate("orders");
     invalidate("book");

@@ -27,22 +27,46 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.kill()
 
 
+async def open_orders_of(url: str, accounts: list[str]) -> int:
+    total = 0
+    for account in accounts:
+        async with Client(url, account) as http:
+            total += len(await http.open_orders())
+    return total
+
+
 async def test_simulated_market_quotes_trades_and_cancels(server: ServerProcess) -> None:
-    stats = await simulate(server.url, ["ACME", "BETA"], rate=300, makers=3, takers=2, duration=2.0, seed=3,
-                           quiet=True)
-    assert stats.sent > 200 and stats.errors == 0
-    assert stats.by_kind.get("quote", 0) > 0 and stats.by_kind.get("cancel", 0) > 0
-    assert stats.filled_qty > 0
+    run = asyncio.create_task(simulate(server.url, ["ACME", "BETA"], rate=300, makers=3, takers=2, duration=2.0,
+                                       seed=3, quiet=True, prefix="live"))
+    await asyncio.sleep(1.5)
     async with Client(server.url) as http:
         for symbol in ("ACME", "BETA"):
             book = await http.book(symbol)
             assert book.bids and book.asks and book.bids[0].price < book.asks[0].price
+    stats = await run
+    assert stats.sent > 200 and stats.errors == 0
+    assert stats.by_kind.get("quote", 0) > 0 and stats.by_kind.get("cancel", 0) > 0
+    assert stats.filled_qty > 0
+    # The makers signed in with cancel on disconnect: their quotes leave with them.
+    makers = [f"live-mm{i}" for i in (1, 2, 3)]
+    deadline = time.monotonic() + 10
+    while await open_orders_of(server.url, makers) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert await open_orders_of(server.url, makers) == 0
+    async with Client(server.url) as http:
         for _ in range(50):  # the trade store follows the acks closely
             trades = await http.trades("ACME", limit=1000)
             if trades:
                 break
             await asyncio.sleep(0.05)
         assert trades and {t.aggressor for t in trades} <= {"buy", "sell"}
+
+
+async def test_keep_quotes_leaves_the_makers_quotes_on_the_book(server: ServerProcess) -> None:
+    await simulate(server.url, ["BETA"], rate=100, makers=2, takers=0, duration=1.0, seed=5, quiet=True,
+                   prefix="keep", keep_quotes=True)
+    await asyncio.sleep(0.5)  # what a cancel on disconnect would have taken by now
+    assert await open_orders_of(server.url, ["keep-mm1", "keep-mm2"]) > 0
 
 
 def test_a_stale_answer_never_reopens_a_quote_its_fill_closed() -> None:

@@ -3,7 +3,9 @@
 Market makers quote both sides around a mid price that drifts (a random walk pulled back towards where
 it started), cancel quotes the mid has left behind, and refill; takers cross the spread with IOC and
 market orders. Every simulated trader is a WebSocket order-entry client of `tickflow.net.client`, so the
-simulation exercises exactly what real clients use, reconnects included. Runs until interrupted, or for
+simulation exercises exactly what real clients use, reconnects included. Makers sign in with cancel on
+disconnect, as a real one would: when the simulator stops (or dies, or loses its connection) the server
+takes their quotes off the book (`--keep-quotes` leaves them). Runs until interrupted, or for
 `--duration` seconds.
 
     tickflow simulate --url http://127.0.0.1:8080 --rate 50 --symbols ACME,BETA
@@ -109,14 +111,16 @@ class Trader:
     """One simulated account with its own WebSocket session."""
 
     def __init__(self, name: str, url: str, symbols: list[str], fair: dict[str, Fair], stats: Stats,
-                 rng: random.Random, *, subscribe: bool, token: str | None = None) -> None:
+                 rng: random.Random, *, subscribe: bool, token: str | None = None,
+                 cancel_on_disconnect: bool = False) -> None:
         self.name = name
         """The account; without a token, its name is its token (a server in open demo mode)."""
         self.fair = fair
         self.stats = stats
         self.rng = rng
         self.symbols = symbols
-        self.session = Session(url, token or name, symbols=symbols if subscribe else ())
+        self.session = Session(url, token or name, symbols=symbols if subscribe else (),
+                               cancel_on_disconnect=cancel_on_disconnect)
 
     @property
     def open(self) -> Mapping[int, Order]:
@@ -247,11 +251,14 @@ def _start_mids(known: dict[str, SymbolInfo], symbols: list[str]) -> dict[str, F
 async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: int = 3, takers: int = 2,
                    duration: float | None = None, seed: int | None = None, report_every: float = 5.0,
                    stop: asyncio.Event | None = None, quiet: bool = False, prefix: str = "sim",
-                   connect_timeout: float = CONNECT_TIMEOUT, tokens: dict[str, str] | None = None) -> Stats:
+                   connect_timeout: float = CONNECT_TIMEOUT, tokens: dict[str, str] | None = None,
+                   keep_quotes: bool = False) -> Stats:
     """Run the market until `stop` is set or `duration` passes; return what was sent, or raise SimulateError.
 
     With `tokens` (token -> account, as a server's --tokens file), the traders are those accounts, makers
-    first, in the file's order; without, they are `PREFIX-mmN` and `PREFIX-takerN`, each name its token."""
+    first, in the file's order; without, they are `PREFIX-mmN` and `PREFIX-takerN`, each name its token.
+    The makers' quotes are cancelled by the server when their connections close (after this returns,
+    the cancel may still be on its way), unless `keep_quotes`."""
     rng = random.Random(seed)
     stop = stop or asyncio.Event()
     stats = Stats()
@@ -271,7 +278,8 @@ async def simulate(url: str, symbols: list[str], *, rate: float = 20.0, makers: 
         names = [(token, account) for token, account in list(tokens.items())[: makers + takers]]
     traders: list[Trader] = [
         (MarketMaker if i < makers else Taker)(name, url, symbols, fair, stats, random.Random(rng.random()),
-                                               subscribe=i >= makers, token=token)
+                                               subscribe=i >= makers, token=token,
+                                               cancel_on_disconnect=i < makers and not keep_quotes)
         for i, (token, name) in enumerate(names)
     ]
     # Makers act more often than takers, so the book stays deep.
@@ -370,6 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="give up when the server cannot be reached for this long (default %(default)s)")
     parser.add_argument("--tokens", metavar="FILE",
                         help="the server's tokens file (JSON token -> account): trade as its accounts, makers first")
+    parser.add_argument("--keep-quotes", action="store_true",
+                        help="leave the makers' quotes on the book when the simulator stops (default: the "
+                             "server cancels them as each maker's connection closes)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     symbols = list(dict.fromkeys(s.strip() for s in args.symbols.split(",") if s.strip()))
@@ -390,7 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loop.add_signal_handler(sig, stop.set)
         return await simulate(args.url, symbols, rate=args.rate, makers=args.makers, takers=args.takers,
                               duration=args.duration, seed=args.seed, stop=stop, quiet=args.quiet,
-                              prefix=args.prefix, connect_timeout=args.connect_timeout, tokens=tokens)
+                              prefix=args.prefix, connect_timeout=args.connect_timeout, tokens=tokens,
+                              keep_quotes=args.keep_quotes)
 
     try:
         stats = asyncio.run(run())

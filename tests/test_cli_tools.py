@@ -59,7 +59,8 @@ def refusing_exchange() -> Iterator[str]:
         async for msg in sock:
             message = json.loads(msg.data)
             if message.get("op") == "auth":
-                await sock.send_json({"type": "auth", "account": message["token"], "updates": True})
+                await sock.send_json({"type": "auth", "account": message["token"], "updates": True,
+                                      "cancelOnDisconnect": bool(message.get("cancelOnDisconnect"))})
             elif "id" in message:
                 await sock.send_json({"type": "result", "id": message["id"], "status": 503,
                                       "body": {"error": "the log failed"}})
@@ -140,7 +141,7 @@ def test_simulate_trades_as_the_accounts_of_a_tokens_file(tmp_path: Path) -> Non
     proc = ServerProcess(tmp_path / "data", symbols="ACME", extra=["--tokens", str(tokens)]).start()
     try:
         out = tickflow("simulate", "--url", proc.url, "--tokens", str(tokens), "--duration", "2", "--rate", "200",
-                       "--makers", "1", "--takers", "1", "--seed", "4")
+                       "--makers", "1", "--takers", "1", "--seed", "4", "--keep-quotes")
         assert out.returncode == 0, out.stderr
         assert "simulate: done: sent" in out.stdout and ", errors 0," in out.stdout
         trades = json.loads(urllib.request.urlopen(f"{proc.url}/trades?symbol=ACME&limit=1000", timeout=10).read())

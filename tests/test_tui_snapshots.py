@@ -35,7 +35,11 @@ async def settle(pilot: Pilot) -> None:
     loading = [w for w in pilot.app.workers if w.group != "feed"]
     if loading:  # (an empty list would mean "all", the feed included, which never ends)
         await pilot.app.workers.wait_for_complete(loading)
-    await pilot.pause()
+    # A DataTable sizes its columns when the app is next idle: on a loaded machine one pause was not
+    # always enough, and My orders was drawn with the columns of an earlier frame (CI, "▲ bu").
+    for _ in range(3):
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
 
 
 def test_empty_book(snap_compare) -> None:  # type: ignore[no-untyped-def]

@@ -1818,11 +1818,11 @@ def test_my_fills_take_maker_or_taker_from_each_fill_and_the_server_record_from_
             postOnly: false, price: 100, qty: 10, seq: 9, ts: 1764685000123, ...extra });
         const fill = (tradeId, liquidity) => ({ tradeId, price: 100, qty: 2, liquidity });
         // A resting order hit twice by one command, then my own order's answer and the update repeating it.
-        fills.updated(order(1, { fills: [fill(11, 'maker'), fill(12, 'maker')] }));
+        fills.seen(order(1, { fills: [fill(11, 'maker'), fill(12, 'maker')] }));
         const answer = order(2, { type: 'market', tif: 'ioc', fills: [fill(13, 'taker')] });
-        fills.taken(answer);
-        fills.updated({ ...answer, fills: [{ ...fill(13, 'maker'), qty: 5 }] });
-        fills.updated(order(3, { symbol: 'OTHER', fills: [fill(14, 'maker')] }));  // another symbol's
+        fills.seen(answer);
+        fills.seen({ ...answer, fills: [{ ...fill(13, 'maker'), qty: 5 }] });
+        fills.seen(order(3, { symbol: 'OTHER', fills: [fill(14, 'maker')] }));  // another symbol's
         const live = fills.list().map((f) => [f.tradeId, f.qty, f.liquidity]);
         fills.merge([{ ...fillsOf(order(1, { fills: [fill(12, 'taker')] }))[0], seq: 9 }], true);
         fills.render();

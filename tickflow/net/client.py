@@ -66,6 +66,7 @@ OrderType = Literal["limit", "market"]
 Tif = Literal["gtc", "ioc", "fok"]
 ConnState = Literal["connecting", "connected", "reconnecting", "closed"]
 Status = Literal["new", "partially_filled", "filled", "cancelled", "rejected"]
+Liquidity = Literal["maker", "taker"]
 
 OPEN_STATUSES = frozenset({"new", "partially_filled"})
 MAX_IN_FLIGHT = 1024
@@ -102,7 +103,7 @@ class Fill(msgspec.Struct, frozen=True, rename="camel"):
     trade_id: int
     price: int
     qty: int
-    liquidity: Literal["maker", "taker"]
+    liquidity: Liquidity
     """`taker` in the answer of the order (or amend) that traded; `maker` in a resting order's update."""
 
 
@@ -162,7 +163,7 @@ class AccountFill(msgspec.Struct, frozen=True, rename="camel"):
     side: Side
     price: int
     qty: int
-    liquidity: Literal["maker", "taker"]
+    liquidity: Liquidity
     seq: int
     ts: int
 

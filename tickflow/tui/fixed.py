@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -21,6 +21,7 @@ from tickflow.net.client import (
     BookChanged,
     Event,
     Level,
+    Liquidity,
     LocalBook,
     Order,
     OrderChanged,
@@ -189,7 +190,7 @@ def busy_feed(seed: int = 7, symbol: str = "ACME") -> tuple[list[Event], list[Ba
 
 
 def fill(trade_id: int, order_id: int, side: Side, price: int, qty: int,
-         liquidity: Literal["maker", "taker"] = "maker", *, symbol: str = "ACME", seq: int = 1,
+         liquidity: Liquidity = "maker", *, symbol: str = "ACME", seq: int = 1,
          ts: int = T0) -> AccountFill:
     """One of the account's fills as `GET /fills` lists it."""
     return AccountFill(trade_id, symbol, order_id, side, price, qty, liquidity, seq, ts)

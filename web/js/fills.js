@@ -102,17 +102,11 @@ export class MyFills {
     invalidate("fills");
   }
 
-  /** An order's or an amend's answer: the fills it made (taker, as the server says). */
-  taken(order) {
-    this.live(order);
-  }
-
-  /** A private order update: the fills its command made on that order (maker when it was hit). */
-  updated(order) {
-    this.live(order);
-  }
-
-  live(order) {
+  /**
+   * An order's or an amend's answer, or a private order update: the fills that command made on the order,
+   * each saying maker or taker.
+   */
+  seen(order) {
     if (order.symbol !== this.symbol || !(order.fills && order.fills.length)) return;
     this.merge(fillsOf(order), false);
   }

@@ -268,7 +268,7 @@ conn.addEventListener("order", (ev) => {
   const order = ev.detail.order;
   if (page.ordersLoading) page.ordersLoading.push(order);
   const old = page.known.get(order.orderId) >= order.seq; // a reload already showed (and said) this
-  fills.updated(order);
+  fills.seen(order);
   if (orders.upsert(order)) {
     invalidate("orders");
     invalidate("book");
@@ -512,7 +512,7 @@ async function call(op, httpMethod, httpPath, fields, httpBody = httpMethod === 
 
 /** An order's or an amend's answer lists the fills of that order taking liquidity. */
 function answeredFills(op, status, body) {
-  if (status === 200 && body && (op === "order" || op === "amend")) fills.taken(body);
+  if (status === 200 && body && (op === "order" || op === "amend")) fills.seen(body);
 }
 
 /**

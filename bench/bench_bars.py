@@ -8,7 +8,9 @@ times the shipped bars query (tickflow.store.trades.BARS_SQL) for the last hour 
 stdlib sqlite3: with the shipped covering index, with a bare (symbol, ts) index, and with no index;
 the same for a FIRST_VALUE/LAST_VALUE window-function query, the obvious alternative, which must return
 identical rows. Each figure is the median of R runs after one untimed warm-up run. Last, the same
-bars through TradeStore (aiosqlite), which is what the server pays.
+bars through TradeStore (aiosqlite), which is what the server pays, and the CPU a trade costs to insert
+through TradeStore by how many trades share a commit (80, 400, 1600; 64 accounts, as the end-to-end
+benchmark's clients), which is what the trade writer's linger buys.
 
 Seed (C#): last hour 16.3 ms with the index, 82.2 ms without; "a full day: 1.1x", read here as the
 index's speed-up for a whole day (a day's bars read a quarter of the table, so an index helps little).
@@ -38,6 +40,7 @@ T0 = 1_764_633_600_000
 DAY = 86_400_000
 HOUR = 3_600_000
 MINUTE = 60_000
+COMMIT_SIZES = (80, 400, 1600)
 BATCH = 256
 SEED_MS = {"hour_index": 16.3, "hour_no_index": 82.2, "day_ratio": 1.1}
 
@@ -96,6 +99,27 @@ async def build(path: str, trades: list[Trade]) -> float:
     seconds = time.perf_counter() - started
     await store.close()
     return len(trades) / seconds
+
+
+async def commit_cost(path: str, trades: list[Trade], size: int) -> float:
+    """CPU per trade (this process, all threads) inserting `trades` through TradeStore in commits of `size`."""
+    store = await TradeStore.open(path)
+    try:
+        started = time.process_time()
+        for i in range(0, len(trades), size):
+            await store.insert(trades[i:i + size])
+        return (time.process_time() - started) / len(trades) * 1e6
+    finally:
+        await store.close()
+
+
+def commit_costs(tmp: str, n: int = 40_000, seed: int = 42) -> dict[str, float]:
+    """What a trade costs SQLite by how many share a commit (the trade writer's linger sets that): the
+    server's load has 64 accounts, so every commit rewrites up to 64 pages of each account index."""
+    trades = [Trade(t.trade_id, t.symbol, t.price, t.qty, t.buy_order_id, t.sell_order_id, f"c{t.trade_id % 64}",
+                    f"c{(t.trade_id * 7 + 3) % 64}", t.aggressor, t.seq, t.ts) for t in synthetic_trades(n, seed)]
+    return {str(size): round(asyncio.run(commit_cost(os.path.join(tmp, f"commits-{size}.db"), trades, size)), 1)
+            for size in COMMIT_SIZES}
 
 
 async def through_store(
@@ -162,6 +186,7 @@ def run(n: int = 1_000_000, repeats: int = 5, seed: int = 42) -> dict:
         finally:
             db.close()
         store_ms = asyncio.run(through_store(path, ranges, n // 2, repeats))
+        per_trade = commit_costs(tmp)
 
     def pick(query: str, index: str, name: str) -> float:
         return next(r[f"{name}_ms"] for r in results if r["query"].startswith(query) and r["index"].startswith(index))
@@ -183,6 +208,7 @@ def run(n: int = 1_000_000, repeats: int = 5, seed: int = 42) -> dict:
         "hour_speedup": round(bare["hour"] / shipped["hour"], 1),
         "day_speedup": round(bare["day"] / shipped["day"], 1),
         "through_trade_store_ms": {k: round(v, 2) for k, v in store_ms.items()},
+        "insert_cpu_us_per_trade_by_commit": per_trade,
         "seed": SEED_MS,
         "sqlite_version": sqlite3.sqlite_version,
     }
@@ -210,6 +236,8 @@ def main() -> None:
     print(f"{'shipped, through TradeStore.bars':71} {s['hour']:>7.1f} ms {s['day']:>7.1f} ms")
     print(f"TradeStore.trades('ACME', after, 100): {s['trades_page']:.2f} ms; "
           f"recent('ACME', 50): {s['recent_50']:.2f} ms")
+    print("CPU per trade inserted through TradeStore, 64 accounts, by trades per commit: " + ", ".join(
+        f"{size}: {us} us" for size, us in r["insert_cpu_us_per_trade_by_commit"].items()))
     print()
     seed = r["seed"]
     print(f"seed (C#): Last hour: {seed['hour_index']} ms with the index, {seed['hour_no_index']} ms without. "

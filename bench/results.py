@@ -306,6 +306,11 @@ def render(r: dict[str, Any], commands: list[str]) -> str:
                       "The shipped query aggregates each bucket in one pass over a covering index and reads "
                       "open and close by primary key; the window-function form (FIRST_VALUE over each bucket) "
                       "returns the same rows and is measured beside it in `bench/bench_bars.py`."]
+        by_commit = r["bars"].get("insert_cpu_us_per_trade_by_commit")
+        if by_commit:
+            lines += ["", "CPU a trade costs to insert, by trades per commit (64 accounts; the trade writer's "
+                          "100 ms linger sets the commit size): " + ", ".join(
+                              f"{size}: {us} µs" for size, us in by_commit.items()) + "."]
     if "crash" in r:
         lines += ["", "## kill -9 (python/crash_test.py)", "",
                   "| mode | rounds | clients | acknowledged orders | acked cancels/amends | indeterminate | lost | "

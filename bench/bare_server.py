@@ -9,7 +9,7 @@ import signal
 
 from aiohttp import web
 
-from tickflow.core.types import Fill, OrderState
+from tickflow.core.types import OrderState
 from tickflow.net import protocol
 from tickflow.net.app import errors
 
@@ -21,7 +21,7 @@ async def post_order(request: web.Request) -> web.Response:
     account = header[7:] if header.startswith("Bearer ") else "anon"
     cmd = protocol.new_order(account, protocol.decode_json(await request.read()), SYMBOLS)
     state = OrderState(1, cmd.client_order_id, account, cmd.symbol, cmd.side, cmd.type, cmd.price, cmd.qty,
-                       cmd.tif, cmd.post_only, "new", 0, cmd.qty, [Fill(1, cmd.price, 0, "taker")][:0], None, 1, 0)
+                       cmd.tif, cmd.post_only, "new", 0, cmd.qty, [], None, 1, 0)
     return web.Response(body=protocol.encode(state), content_type="application/json")
 
 

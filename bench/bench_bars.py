@@ -66,8 +66,8 @@ INDEXES: dict[str, tuple[str, ...]] = {
 }
 
 
-def synthetic_trades(n: int, seed: int = 42) -> list[Trade]:
-    """n trades spread evenly over one day (time never runs backwards, as in the log)."""
+def synthetic_trades(n: int, seed: int = 42, accounts: int = 16) -> list[Trade]:
+    """n trades spread evenly over one day (time never runs backwards, as in the log), among `accounts`."""
     rng = random.Random(seed)
     prices = dict.fromkeys(SYMBOLS, 10_000)
     trades = []
@@ -76,7 +76,7 @@ def synthetic_trades(n: int, seed: int = 42) -> list[Trade]:
         prices[symbol] = max(1, prices[symbol] + rng.randint(-3, 3))
         buy = rng.random() < 0.5
         trades.append(Trade(trade_id, symbol, prices[symbol], rng.randint(1, 100), 2 * trade_id,
-                            2 * trade_id + 1, f"acct{trade_id % 16}", f"acct{(trade_id + 1) % 16}",
+                            2 * trade_id + 1, f"acct{trade_id % accounts}", f"acct{(trade_id + 1) % accounts}",
                             "buy" if buy else "sell", trade_id, T0 + (trade_id - 1) * DAY // n))
     return trades
 
@@ -91,35 +91,28 @@ def median_ms(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     return statistics.median(times) * 1000, result
 
 
-async def build(path: str, trades: list[Trade]) -> float:
-    store = await TradeStore.open(path)
-    started = time.perf_counter()
-    for i in range(0, len(trades), BATCH):
-        await store.insert(trades[i:i + BATCH])
-    seconds = time.perf_counter() - started
-    await store.close()
-    return len(trades) / seconds
-
-
-async def commit_cost(path: str, trades: list[Trade], size: int) -> float:
-    """CPU per trade (this process, all threads) inserting `trades` through TradeStore in commits of `size`."""
+async def build(path: str, trades: list[Trade], size: int = BATCH) -> tuple[float, float]:
+    """Insert `trades` through TradeStore in commits of `size`: wall seconds, and CPU seconds of this
+    process (all threads, SQLite's among them)."""
     store = await TradeStore.open(path)
     try:
-        started = time.process_time()
+        wall, cpu = time.perf_counter(), time.process_time()
         for i in range(0, len(trades), size):
             await store.insert(trades[i:i + size])
-        return (time.process_time() - started) / len(trades) * 1e6
+        return time.perf_counter() - wall, time.process_time() - cpu
     finally:
         await store.close()
 
 
 def commit_costs(tmp: str, n: int = 40_000, seed: int = 42) -> dict[str, float]:
-    """What a trade costs SQLite by how many share a commit (the trade writer's linger sets that): the
-    server's load has 64 accounts, so every commit rewrites up to 64 pages of each account index."""
-    trades = [Trade(t.trade_id, t.symbol, t.price, t.qty, t.buy_order_id, t.sell_order_id, f"c{t.trade_id % 64}",
-                    f"c{(t.trade_id * 7 + 3) % 64}", t.aggressor, t.seq, t.ts) for t in synthetic_trades(n, seed)]
-    return {str(size): round(asyncio.run(commit_cost(os.path.join(tmp, f"commits-{size}.db"), trades, size)), 1)
-            for size in COMMIT_SIZES}
+    """CPU microseconds a trade costs SQLite by how many share a commit (the trade writer's linger sets
+    that): the server's load has 64 accounts, so every commit rewrites up to 64 pages of each account index."""
+    trades = synthetic_trades(n, seed, accounts=64)
+    costs = {}
+    for size in COMMIT_SIZES:
+        _, cpu = asyncio.run(build(os.path.join(tmp, f"commits-{size}.db"), trades, size))
+        costs[str(size)] = round(cpu / n * 1e6, 1)
+    return costs
 
 
 async def through_store(
@@ -157,7 +150,7 @@ def run(n: int = 1_000_000, repeats: int = 5, seed: int = 42) -> dict:
                 for name, p in ranges.items()}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trades.db")
-        insert_rate = asyncio.run(build(path, trades))
+        insert_rate = len(trades) / asyncio.run(build(path, trades))[0]
         del trades
         size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp))
         results: list[dict[str, Any]] = []

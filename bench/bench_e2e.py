@@ -199,6 +199,14 @@ def summarize(count: int, seconds: float, lat_ns: list[int]) -> dict[str, Any]:
 # ------------------------------------------------------------------ servers
 
 
+def server_command(data: Path, mode: str) -> list[str]:
+    """`tickflow serve` in durability `mode` on a free port, or the bare endpoint for mode "bare"."""
+    if mode == "bare":
+        return [sys.executable, str(BARE_SERVER), "--port", "0"]
+    return [sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port", "0", "--durability", mode,
+            "--symbols", "ACME", "--quiet"]
+
+
 def _start(cmd: list[str], out: Path) -> tuple[subprocess.Popen[bytes], int]:
     with open(out, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -237,11 +245,8 @@ def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...
     with tempfile.TemporaryDirectory(prefix="tickflow-bench-") as tmp:
         procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
         try:
-            for mode in modes:
-                procs[mode] = _start([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(Path(tmp) / mode),
-                                      "--port", "0", "--durability", mode, "--symbols", "ACME", "--quiet"],
-                                     Path(tmp) / f"{mode}.out")
-            procs["bare"] = _start([sys.executable, str(BARE_SERVER), "--port", "0"], Path(tmp) / "bare.out")
+            for mode in (*modes, "bare"):
+                procs[mode] = _start(server_command(Path(tmp) / mode, mode), Path(tmp) / f"{mode}.out")
             fast = [(t, m) for t in transports for m in modes if m != "order"]
             if "http" in transports:
                 fast.append(("http", "bare"))

@@ -25,26 +25,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_e2e  # noqa: E402
+from server_breakdown import _cpu_ticks  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU of one process (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def children(pid: int) -> list[int]:
-    kids: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                kids += [int(k) for k in f.read().split()]
-        except OSError:
-            pass
-    return kids
 
 
 def run(transport: str, modes: list[str], rounds: int, per_client: int) -> dict[str, dict[str, float]]:
@@ -54,24 +37,23 @@ def run(transport: str, modes: list[str], rounds: int, per_client: int) -> dict[
         procs = {}
         try:
             for mode in modes:
-                cmd = ([sys.executable, str(bench_e2e.BARE_SERVER), "--port", "0"] if mode == "bare" else
-                       [sys.executable, "-m", "tickflow.cli", "serve", "--data", str(Path(tmp) / mode), "--port", "0",
-                        "--durability", mode, "--symbols", "ACME", "--quiet"])
-                procs[mode] = bench_e2e._start(cmd, Path(tmp) / f"{mode}.out")
+                procs[mode] = bench_e2e._start(bench_e2e.server_command(Path(tmp) / mode, mode),
+                                               Path(tmp) / f"{mode}.out")
             for mode in modes:  # warm-up, untimed
                 asyncio.run(bench_e2e._load(procs[mode][1], transport, max(2, per_client // 4), 7, bare=mode == "bare"))
             for r in range(rounds):
                 for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
                     proc, port = procs[mode]
-                    kids = children(proc.pid)
-                    server0, helper0 = cpu_seconds(proc.pid), sum(cpu_seconds(k) for k in kids)
+                    before = _cpu_ticks(proc.pid)
                     load0, wall0 = time.process_time(), time.perf_counter()
                     result = asyncio.run(bench_e2e._load(port, transport, per_client, 100 + r, bare=mode == "bare"))
                     t = totals[mode]
                     t["wall"] += time.perf_counter() - wall0
                     t["loadgen"] += time.process_time() - load0
-                    t["server"] += cpu_seconds(proc.pid) - server0
-                    t["helper"] += sum(cpu_seconds(k) for k in kids) - helper0
+                    after = _cpu_ticks(proc.pid)
+                    spent = {k: (after[k] - before[k]) / TICK for k in after}
+                    t["server"] += spent["event loop thread"] + spent["other threads (SQLite)"]
+                    t["helper"] += spent["fsync helper process"]
                     t["orders"] += result["orders"]
         finally:
             for proc, _ in procs.values():
@@ -97,7 +79,8 @@ def main() -> None:
         p.error("the bare endpoint is HTTP only")
     for mode, row in run(args.transport, modes, args.rounds, args.per_client).items():
         print(f"{args.transport:4} {mode:6} {row['orders_per_s']:>8,}/s   CPU per order: "
-              f"server {row['server_us']:5.1f} us  sync helper {row['helper_us']:4.1f} us  load generator {row['loadgen_us']:5.1f} us"
+              f"server {row['server_us']:5.1f} us  sync helper {row['helper_us']:4.1f} us  "
+              f"load generator {row['loadgen_us']:5.1f} us"
               f"   cores busy {row['cores_busy']:.2f}")
 
 

@@ -5,7 +5,7 @@ is waiting for them, so no answer waits for the linger: each commit is two hand-
 thread, and under load one commit per sequencer batch cost the server about a quarter of its CPU.
 Each commit also rewrites the last page of every index an inserted trade touches (one per account
 that traded, on each side), so a longer linger makes each trade cheaper: with 64 accounts, 17-21 us of
-CPU a trade in commits of 80, 9.5-10.5 us in 400, 8-9 us in 1600 (bench/bench_bars.py).
+CPU a trade in commits of 80, 9.5-11 us in 400, 8-9 us in 1600 (bench/bench_bars.py).
 At 100 ms a busy server commits a few hundred trades at a time. A failed insert (a full disk) is retried,
 in order, with a growing pause; readers wait rather than see a gap where an answered fill should be.
 """

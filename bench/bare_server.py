@@ -10,8 +10,9 @@ import signal
 from aiohttp import web
 
 from tickflow.core.types import OrderState
-from tickflow.net import protocol
-from tickflow.net.app import errors
+from tickflow.net.wire import answers, requests
+from tickflow.net.wire.limits import MAX_BODY
+from tickflow.net.gateway.app import errors
 
 SYMBOLS = {"ACME": None}
 
@@ -19,10 +20,10 @@ SYMBOLS = {"ACME": None}
 async def post_order(request: web.Request) -> web.Response:
     header = request.headers.get("Authorization", "")
     account = header[7:] if header.startswith("Bearer ") else "anon"
-    cmd = protocol.new_order(account, protocol.decode_json(await request.read()), SYMBOLS)
+    cmd = requests.new_order(account, requests.decode_json(await request.read()), SYMBOLS)
     state = OrderState(1, cmd.client_order_id, account, cmd.symbol, cmd.side, cmd.type, cmd.price, cmd.qty,
                        cmd.tif, cmd.post_only, "new", 0, cmd.qty, [], None, 1, 0)
-    return web.Response(body=protocol.encode(state), content_type="application/json")
+    return web.Response(body=answers.encode(state), content_type="application/json")
 
 
 async def health(request: web.Request) -> web.Response:
@@ -30,7 +31,7 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def serve(port: int) -> None:
-    app = web.Application(middlewares=[errors], client_max_size=protocol.MAX_BODY)
+    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY)
     app.router.add_post("/orders", post_order)
     app.router.add_get("/health", health)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)

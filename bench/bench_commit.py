@@ -40,9 +40,9 @@ from bench_log import SYMBOL, standard_workload  # noqa: E402
 
 from tickflow.core.engine import Engine  # noqa: E402
 from tickflow.core.types import AddSymbol, Command  # noqa: E402
-from tickflow.net.sequencer import Sequencer  # noqa: E402
-from tickflow.store.replay import recover  # noqa: E402
-from tickflow.store.wal import Wal  # noqa: E402
+from tickflow.net.exchange.sequencer import Sequencer  # noqa: E402
+from tickflow.store.recovery import recover  # noqa: E402
+from tickflow.store.log.wal import Wal  # noqa: E402
 
 SURVIVES = {"none": "process crash", "group": "power loss", "order": "power loss"}
 BAR = 0.8

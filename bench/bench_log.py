@@ -24,9 +24,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_engine import tickflow_commands, workload  # noqa: E402
 from tickflow.core.engine import Engine  # noqa: E402
 from tickflow.core.types import AddSymbol, Command, Record  # noqa: E402
-from tickflow.store.records import encode_record  # noqa: E402
-from tickflow.store.replay import recover  # noqa: E402
-from tickflow.store.wal import Wal  # noqa: E402
+from tickflow.store.log.codec import encode_record  # noqa: E402
+from tickflow.store.recovery import recover  # noqa: E402
+from tickflow.store.log.wal import Wal  # noqa: E402
 
 BAR = 300_000
 SYMBOL = "ACME"

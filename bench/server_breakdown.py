@@ -33,18 +33,18 @@ import bench_e2e  # noqa: E402
 
 # (depth, module, owner or None for a module function, attribute, what it is)
 STAGES: tuple[tuple[int, str, str | None, str, str], ...] = (
-    (0, "tickflow.net.protocol", None, "new_order", "parse and validate an order body"),
-    (0, "tickflow.net.app", None, "_account", "find the caller's account"),
-    (0, "tickflow.net.sequencer", "Sequencer", "_write_and_apply", "take a batch: stamp, log, match"),
-    (1, "tickflow.net.sequencer", "Sequencer", "_encode", "encode records, decode them back"),
-    (1, "tickflow.store.wal", "Wal", "append", "frame and write the batch"),
+    (0, "tickflow.net.wire.protocol", None, "new_order", "parse and validate an order body"),
+    (0, "tickflow.net.gateway.app", None, "_account", "find the caller's account"),
+    (0, "tickflow.net.exchange.sequencer", "Sequencer", "_write_and_apply", "take a batch: stamp, log, match"),
+    (1, "tickflow.net.exchange.sequencer", "Sequencer", "_encode", "encode records, decode them back"),
+    (1, "tickflow.store.log.wal", "Wal", "append", "frame and write the batch"),
     (1, "tickflow.core.engine", "Engine", "apply", "match one command"),
-    (1, "tickflow.store.syncer", "ProcessSyncer", "grown", "tell the fsync helper the log grew"),
-    (0, "tickflow.net.sequencer", "Sequencer", "_synced", "a sync returned: answer what it covers"),
-    (0, "tickflow.net.sequencer", "Sequencer", "_resolve", "resolve callers, call listeners"),
-    (1, "tickflow.net.feed", "Feed", "publish", "market data mirrors and subscribers"),
-    (1, "tickflow.net.trade_writer", "TradeWriter", "publish", "queue trades for SQLite"),
-    (0, "tickflow.net.protocol", None, "answer", "encode the answer body"),
+    (1, "tickflow.store.log.syncer", "ProcessSyncer", "grown", "tell the fsync helper the log grew"),
+    (0, "tickflow.net.exchange.sequencer", "Sequencer", "_synced", "a sync returned: answer what it covers"),
+    (0, "tickflow.net.exchange.sequencer", "Sequencer", "_resolve", "resolve callers, call listeners"),
+    (1, "tickflow.net.exchange.feed", "Feed", "publish", "market data mirrors and subscribers"),
+    (1, "tickflow.net.exchange.trade_writer", "TradeWriter", "publish", "queue trades for SQLite"),
+    (0, "tickflow.net.wire.protocol", None, "answer", "encode the answer body"),
 )
 
 
@@ -85,7 +85,7 @@ def _instrument() -> tuple[dict[str, list[float]], list[float]]:
         setattr(owner, attr, timed)
         wrapped[fn] = timed
     # A stage bound as a default argument (app.execute's `answer`) is timed where it is bound too.
-    from tickflow.net import app
+    from tickflow.net.gateway import app
 
     for value in vars(app).values():
         defaults = getattr(value, "__defaults__", None)
@@ -106,7 +106,8 @@ def _instrument() -> tuple[dict[str, list[float]], list[float]]:
 
 def child(report: str, serve_args: list[str]) -> int:
     totals, in_gc = _instrument()
-    from tickflow.net import sequencer, server
+    from tickflow.net import server
+    from tickflow.net.exchange import sequencer
 
     made: list[Any] = []
     original_init = sequencer.Sequencer.__init__

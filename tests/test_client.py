@@ -50,7 +50,7 @@ from tickflow.net.client import (
     TradesReceived,
     ws_url,
 )
-from tickflow.net.server import WAL_FILE
+from tickflow.store.datadir import WAL_FILE
 
 
 @pytest.fixture(scope="module")

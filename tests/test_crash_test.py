@@ -53,7 +53,7 @@ def test_a_server_that_acks_before_writing_is_caught(tmp_path: Path) -> None:
     wrapper = tmp_path / "leaky_server.py"
     wrapper.write_text(textwrap.dedent("""
         import sys
-        from tickflow.store import wal
+        from tickflow.store.log import wal
         from tickflow.net import server
 
         append = wal.Wal.append

@@ -10,7 +10,7 @@ from reference_book import Driver
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import MAX_PRICE, MAX_QTY, AddSymbol, NewOrder, Outcome, Record
-from tickflow.store.records import decode_record, encode_record
+from tickflow.store.log.codec import decode_record, encode_record
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from helpers.logs import commands, payloads, write_log
 
-import tickflow.store.wal as wal_module
-from tickflow.store import frames
+import tickflow.store.log.wal as wal_module
+from tickflow.store.log import frames
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Record
-from tickflow.store.records import encode_record
-from tickflow.store.replay import recover
-from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, frame
+from tickflow.store.log.codec import encode_record
+from tickflow.store.recovery import recover
+from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, frame
 
 CMDS = commands(10_000)  # three batches of 4,096 and a part
 
@@ -243,9 +243,9 @@ def test_the_helpers_work_with_stdin_closed(tmp_path: Path) -> None:
         "os.close(0)\n"
         "from tickflow.core.engine import Engine\n"
         "from tickflow.core.types import AddSymbol\n"
-        "from tickflow.net.sequencer import Sequencer\n"
-        "from tickflow.store.replay import recover\n"
-        "from tickflow.store.wal import Wal\n"
+        "from tickflow.net.exchange.sequencer import Sequencer\n"
+        "from tickflow.store.recovery import recover\n"
+        "from tickflow.store.log.wal import Wal\n"
         "Wal.FRAME_ELSEWHERE_FROM = 0\n"
         "wal = Wal.open(sys.argv[1])\n"
         "engine = Engine()\n"
@@ -277,8 +277,8 @@ def test_the_helper_starts_from_4_mib_and_only_with_a_second_core(tmp_path: Path
     script = (
         "import os, sys\n"
         "from tickflow.core.engine import Engine\n"
-        "from tickflow.store.replay import recover\n"
-        "from tickflow.store.wal import Wal\n"
+        "from tickflow.store.recovery import recover\n"
+        "from tickflow.store.log.wal import Wal\n"
         "if sys.argv[1] == 'one':\n"
         "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
         "for path in sys.argv[2:]:\n"

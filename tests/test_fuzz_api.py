@@ -20,7 +20,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.schemas import BaseSchema
 
 from server_process import ServerProcess
-from tickflow.net.protocol import SYMBOL_PATTERN
+from tickflow.net.wire.limits import SYMBOL_PATTERN
 
 TOKEN = "fuzz-token"
 ACCOUNT = "alice"

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from server_process import ServerProcess
-from tickflow.net.app import make_app
+from tickflow.net.gateway.app import make_app
 
 
 def _validator(spec: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
@@ -84,8 +84,8 @@ def test_every_route_is_described() -> None:
     """A new route without a description fails here (the WebSocket and the page are in protocol.md)."""
     from unittest.mock import MagicMock
 
-    from tickflow.net.app import Exchange
-    from tickflow.net.openapi import OPENAPI
+    from tickflow.net.gateway.app import Exchange
+    from tickflow.net.wire.openapi import OPENAPI
 
     app = make_app(MagicMock(spec=Exchange))
     routes = set()
@@ -101,7 +101,7 @@ def test_every_route_is_described() -> None:
 
 @pytest.mark.parametrize("path", ["/orders", "/orders/{orderId}", "/book/{symbol}", "/trades", "/bars"])
 def test_described_paths_have_error_answers(path: str) -> None:
-    from tickflow.net.openapi import OPENAPI
+    from tickflow.net.wire.openapi import OPENAPI
 
     for method, op in OPENAPI["paths"][path].items():
         if method == "parameters":

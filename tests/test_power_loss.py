@@ -23,9 +23,9 @@ from helpers.logs import open_log, payloads
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, NewOrder, Outcome
-from tickflow.net.sequencer import Sequencer, SequencerStopped
-from tickflow.store.replay import recover
-from tickflow.store.wal import FILE_HEADER, HEADER, HEADER_SIZE, LogError, OsFileOps, Wal, frame
+from tickflow.net.exchange.sequencer import Sequencer, SequencerStopped
+from tickflow.store.recovery import recover
+from tickflow.store.log.wal import FILE_HEADER, HEADER, HEADER_SIZE, LogError, OsFileOps, Wal, frame
 
 SUBMITTERS = 32
 TRIALS = {"none": 12, "group": 12, "order": 8}

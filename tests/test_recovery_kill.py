@@ -21,9 +21,9 @@ import pytest
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Cancel, Command, NewOrder, Outcome, Reason
-from tickflow.store.records import decode_record
-from tickflow.store.replay import recover
-from tickflow.store.wal import Wal
+from tickflow.store.log.codec import decode_record
+from tickflow.store.recovery import recover
+from tickflow.store.log.wal import Wal
 
 CHILD = str(Path(__file__).parent / "helpers" / "seq_child.py")
 WINDOW = 64

@@ -11,9 +11,9 @@ from helpers.logs import commands, open_log, replayed, write_log
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder, Outcome, Record
-from tickflow.store.records import decode_record, encode_record
-from tickflow.store.replay import recover
-from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, frame
+from tickflow.store.log.codec import decode_record, encode_record
+from tickflow.store.recovery import recover
+from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, frame
 
 
 def mixed_commands(n: int, seed: int) -> list[Command]:

@@ -13,9 +13,9 @@ from helpers.fileops import GatedOps, PowerLossOps
 from helpers.logs import open_log, replayed
 
 from tickflow.core.types import AddSymbol, Amend, Cancel, NewOrder, Outcome, Reason
-from tickflow.net.sequencer import BadCommand, Sequencer, SequencerStopped
-from tickflow.store.records import decode_record
-from tickflow.store.wal import MAX_PAYLOAD, Wal
+from tickflow.net.exchange.sequencer import BadCommand, Sequencer, SequencerStopped
+from tickflow.store.log.codec import decode_record
+from tickflow.store.log.wal import MAX_PAYLOAD, Wal
 
 MODES = ["none", "group", "order"]
 

@@ -27,9 +27,9 @@ from helpers.logs import commands, write_log
 from server_process import ServerProcess
 
 from tickflow.core.types import AddSymbol
-from tickflow.store.lock import lock_data_dir
-from tickflow.store.records import decode_record
-from tickflow.store.wal import FILE_HEADER
+from tickflow.store.datadir import lock_data_dir
+from tickflow.store.log.codec import decode_record
+from tickflow.store.log.wal import FILE_HEADER
 
 
 async def _place(url: str, account: str, body: dict[str, Any]) -> dict[str, Any]:

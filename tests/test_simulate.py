@@ -16,7 +16,7 @@ import pytest
 
 from tickflow.demo import ServerProcess, free_port
 from tickflow.net.client import Client, Order
-from tickflow.net.simulate import MarketMaker, Stats, simulate
+from tickflow.simulate import MarketMaker, Stats, simulate
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from helpers.aio import started, until
 from helpers.logs import open_log, replayed
 
 from tickflow.core.types import AddSymbol, NewOrder
-from tickflow.net.sequencer import SequencerStopped
-from tickflow.store.syncer import ProcessSyncer, ThreadSyncer
+from tickflow.net.exchange.sequencer import SequencerStopped
+from tickflow.store.log.syncer import ProcessSyncer, ThreadSyncer
 
 
 def order(i: int) -> NewOrder:

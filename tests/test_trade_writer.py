@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from tickflow.core.types import Outcome, Trade
-from tickflow.net.trade_writer import TradeWriter
+from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.trades import TradeStore
 
 

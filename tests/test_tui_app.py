@@ -38,7 +38,7 @@ from tickflow.tui.candles import Candle, Cut
 from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import ACTIONS, TickflowCommands
 from tickflow.tui.fills import MyFills
-from tickflow.tui.fixed import T0, FixedBackend, book_of, busy_feed, busy_fills, connected, fill, order
+from helpers.fixed_backend import T0, FixedBackend, book_of, busy_feed, busy_fills, connected, fill, order
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.palette import Palette
 from tickflow.tui.tape import TradeTape

@@ -1,6 +1,6 @@
 """Snapshots of the main screens, fed a fixed market instead of the network.
 
-Deterministic: the feed, bars and answers are fixed (`tickflow.tui.fixed`), times are shown in UTC from
+Deterministic: the feed, bars and answers are fixed (`helpers.fixed_backend`), times are shown in UTC from
 a fixed epoch, no input cursor blinks, the chart redraws at once, and the terminal size is fixed.
 Update with `pytest tests/test_tui_snapshots.py --snapshot-update` after checking the new SVGs by eye.
 """
@@ -12,7 +12,7 @@ from textual.widgets import Checkbox, Input
 
 from tickflow.net.client import BookChanged, StateChanged
 from tickflow.tui.app import TickflowApp
-from tickflow.tui.fixed import FixedBackend, book_of, busy_feed, busy_fills, connected, rejected
+from helpers.fixed_backend import FixedBackend, book_of, busy_feed, busy_fills, connected, rejected
 from tickflow.tui.ticket import OrderTicket
 
 SIZE = (140, 40)

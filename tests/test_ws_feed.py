@@ -16,7 +16,7 @@ import pytest
 
 from server_process import ServerProcess
 from tickflow.core.types import LevelChange, Outcome, Trade
-from tickflow.net.feed import PART_LEVELS, PART_TRADES, Feed, Subscriber
+from tickflow.net.exchange.feed import PART_LEVELS, PART_TRADES, Feed, Subscriber
 
 
 class FeedMirror:

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tickflow.cli import port_number, positive_number
+from tickflow.net.wire.args import port_number, positive_number
 
 _LISTENING = re.compile(r"listening on (http://[^\s]+)(?:.*?(\d+) records replayed)?")
 RESTARTS = 3

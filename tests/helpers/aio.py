@@ -8,8 +8,8 @@ from typing import Callable
 
 from helpers.logs import open_log
 
-from tickflow.net.sequencer import Durability, Sequencer
-from tickflow.store.wal import FileOps
+from tickflow.net.exchange.sequencer import Durability, Sequencer
+from tickflow.store.log.wal import FileOps
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:

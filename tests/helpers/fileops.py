@@ -11,7 +11,7 @@ import os
 import random
 import threading
 
-from tickflow.store.wal import FileOps, OsFileOps
+from tickflow.store.log.wal import FileOps, OsFileOps
 
 
 class PowerLossOps(OsFileOps):

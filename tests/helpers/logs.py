@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record
-from tickflow.store.records import encode_record
-from tickflow.store.replay import Recovery, recover
-from tickflow.store.wal import FILE_HEADER, FileOps, Wal, frame
+from tickflow.store.log.codec import encode_record
+from tickflow.store.recovery import Recovery, recover
+from tickflow.store.log.wal import FILE_HEADER, FileOps, Wal, frame
 
 
 def commands(n: int, symbol: str = "ACME") -> list[Command]:

@@ -21,9 +21,9 @@ import msgspec  # noqa: E402
 
 from tickflow.core.engine import Engine  # noqa: E402
 from tickflow.core.types import AddSymbol, Command  # noqa: E402
-from tickflow.net.sequencer import Sequencer, SequencerStopped  # noqa: E402
-from tickflow.store.replay import recover  # noqa: E402
-from tickflow.store.wal import Wal  # noqa: E402
+from tickflow.net.exchange.sequencer import Sequencer, SequencerStopped  # noqa: E402
+from tickflow.store.recovery import recover  # noqa: E402
+from tickflow.store.log.wal import Wal  # noqa: E402
 
 SYMBOL = "ACME"
 _decode = msgspec.json.Decoder(tuple[int, Command]).decode

@@ -20,19 +20,29 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from tickflow.cli import port_number
+from tickflow.net.wire.args import port_number
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol
-from tickflow.net.app import BODY_TIMEOUT, MAX_WEBSOCKETS, Exchange, make_app
-from tickflow.net.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
-from tickflow.net.protocol import SYMBOL_PATTERN
-from tickflow.net.sequencer import Durability, Sequencer
-from tickflow.net.tokens import TokensError, read_tokens
-from tickflow.net.trade_writer import TradeWriter
-from tickflow.store.lock import LOCK_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
-from tickflow.store.replay import recover
+from tickflow.net.gateway.app import BODY_TIMEOUT, MAX_WEBSOCKETS, Exchange, make_app
+from tickflow.net.exchange.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
+from tickflow.net.wire.limits import SYMBOL_PATTERN
+from tickflow.net.exchange.sequencer import Durability, Sequencer
+from tickflow.net.wire.tokens import TokensError, read_tokens
+from tickflow.net.exchange.trade_writer import TradeWriter
+from tickflow.store.datadir import (
+    LOCK_FILE,
+    TRADES_FILE,
+    WAL_FILE,
+    WRITTEN_FILES,
+    DataDirBusy,
+    NotWritable,
+    check_writable,
+    how_to_fix,
+    lock_data_dir,
+)
+from tickflow.store.recovery import recover
 from tickflow.store.trades import TradeStore
-from tickflow.store.wal import CorruptLog, Wal
+from tickflow.store.log.wal import CorruptLog, Wal
 
 log = logging.getLogger("tickflow")
 
@@ -40,11 +50,6 @@ DEFAULT_SYMBOLS = "ACME,GLOBEX,INITECH"
 IDLE_TIMEOUT = 75.0
 """Seconds an HTTP connection may sit idle (before its first request or between requests), as nginx."""
 BACKLOG = 1024
-WAL_FILE = "wal.log"
-TRADES_FILE = "trades.sqlite"
-WRITTEN_FILES = {LOCK_FILE: "the lock file", WAL_FILE: "the log", TRADES_FILE: "the trade store",
-                 f"{TRADES_FILE}-wal": "the trade store's journal", f"{TRADES_FILE}-shm": "the trade store's index"}
-"""What the server writes in the data directory, and what each is (for a refusal)."""
 
 
 class StartupError(Exception):

@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.widgets import Footer, Input, OptionList, Select
 
-from tickflow.cli import server_url
+from tickflow.net.wire.args import server_url
 from tickflow.net.client import Event, StateChanged, TradesReceived
 from tickflow.tui import model as m
 from tickflow.tui.actions import OrderActions

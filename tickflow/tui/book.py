@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tickflow.core.types import MAX_PRICE
+from tickflow.net.wire.limits import MAX_PRICE
 from tickflow.net.client import Level, LocalBook
 from tickflow.tui import format as fmt
 from tickflow.tui.fields import DIGIT_KEYS, key_to_price, paste_to_price

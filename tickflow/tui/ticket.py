@@ -20,7 +20,7 @@ from textual.containers import Container, Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static
 
-from tickflow.core.types import MAX_PRICE, MAX_QTY
+from tickflow.net.wire.limits import MAX_PRICE, MAX_QTY
 from tickflow.net.client import Order
 from tickflow.tui import format as fmt
 from tickflow.tui.fields import TickBox, TicketInput, TicketSelect

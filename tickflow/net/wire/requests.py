@@ -1,4 +1,4 @@
-"""Wire messages: request bodies validated into commands, results and errors encoded as JSON.
+"""Request bodies and messages validated into commands.
 
 Validation happens here, before anything is queued: input that fails it is answered with a 4xx and
 never reaches the log. The engine re-checks its own rules, so a command that slips past still gets
@@ -15,32 +15,16 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from tickflow.core.types import (
-    MAX_CLIENT_ORDER_ID,
-    MAX_PRICE,
-    MAX_QTY,
-    Amend,
-    Cancel,
-    CancelAll,
-    NewOrder,
-    OrderState,
-    Outcome,
-    Reason,
-    Trade,
-)
+from tickflow.core.types import MAX_CLIENT_ORDER_ID, MAX_PRICE, MAX_QTY, Amend, Cancel, CancelAll, NewOrder
+from tickflow.net.wire.errors import BadRequest, brief, cut
+from tickflow.net.wire.limits import DIGITS
 
-MAX_BODY = 64 * 1024
 Price = Annotated[int, Meta(ge=1, le=MAX_PRICE)]
 Qty = Annotated[int, Meta(ge=1, le=MAX_QTY)]
 # \Z, not $: "$" also matches before a final newline, which would let "abc\n" in as an id.
 ClientOrderId = Annotated[
     str, Meta(min_length=1, max_length=MAX_CLIENT_ORDER_ID, pattern=r"\A[A-Za-z0-9._:-]+\Z")
 ]
-SYMBOL_PATTERN = re.compile(r"\A[A-Z0-9][A-Z0-9._-]{0,15}\Z")
-"""1-16 of A-Z 0-9 . _ -, starting with a letter or digit (so never `.` or `..`, which URLs normalise away)."""
-DIGITS = re.compile(r"\A[0-9]{1,19}\Z")
-"""A decimal number as clients write it: ASCII digits only (int() would also take " 1", "+1", "1_0", "١")."""
-
 
 class OrderRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     symbol: str
@@ -66,26 +50,9 @@ class OrderFilter(msgspec.Struct, forbid_unknown_fields=True):
     side: Literal["buy", "sell"] | None = None
 
 
-class BadRequest(Exception):
-    """Input that cannot become a command: answered with 400 (or `status`) and never logged."""
-
-    def __init__(self, message: str, field: str | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-        self.status = status
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        return body
-
-
 _AT = re.compile(r" - at `\$\.?([^`]*)`$")
 _NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `(.*)`$", re.DOTALL)
 _json_decoder = msgspec.json.Decoder()
-encode = msgspec.json.Encoder().encode
 
 
 _FIELD_RULES = {
@@ -103,11 +70,6 @@ _FIELD_RULES = {
 _QUOTED_LAST = re.compile(r"^([^`'\"]*)([`'\"])(.{41,})\2$", re.DOTALL)
 """A message ending in a quoted value longer than an error message may echo: msgspec ends its message with
 what it was sent, quoted whole (in `, ' or ", whatever the value holds)."""
-
-
-def cut(text: str, limit: int = 40) -> str:
-    """`text` as an error message may quote it: at most `limit` characters."""
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _field_error(e: msgspec.ValidationError) -> BadRequest:
@@ -258,12 +220,6 @@ def order_filter(data: dict[str, Any], symbols: set[str] | dict[str, Any], names
     return req
 
 
-def brief(value: Any, limit: int = 40) -> str:
-    """`value`'s repr for an error message, cut short: an answer never echoes a large input back."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
 def order_id(text: str) -> int:
     """An order id from a URL path: anything but a number in range names no order (404)."""
     return _in_range(int(text) if DIGITS.match(text) else None, text)
@@ -281,60 +237,3 @@ def _in_range(value: int | None, given: Any) -> int:
     if value is None or not 0 < value < 1 << 62:
         raise BadRequest(f"order id must be a positive integer, not {brief(given)}", "orderId", 404)
     return value
-
-
-# ------------------------------------------------------------------ answers
-
-_ERRORS: dict[str, tuple[int, str, str | None]] = {
-    Reason.UNKNOWN_ORDER: (404, "unknown order", "orderId"),
-    Reason.NOT_OPEN: (409, "the order is not open any more", None),
-    Reason.DUPLICATE_MISMATCH: (
-        409, "clientOrderId was already used for a different order; the original stands", "clientOrderId"),
-    Reason.NOTHING_TO_AMEND: (400, "nothing to amend", None),
-    Reason.BAD_QTY: (400, f"qty must be between 1 and {MAX_QTY}", "qty"),
-    Reason.BAD_PRICE: (400, f"price must be between 1 and {MAX_PRICE}", "price"),
-    Reason.QTY_BELOW_FILLED: (400, "qty must be above the quantity already filled", "qty"),
-    Reason.POST_ONLY_WOULD_TAKE: (409, "a post-only order would take liquidity at that price", "price"),
-}
-
-
-def answer(outcome: Outcome) -> tuple[int, bytes]:
-    """The HTTP status and JSON body for a command's outcome."""
-    if outcome.error is None:
-        return 200, encode(outcome.result)
-    return refusal(outcome.error, outcome.result)
-
-
-def answer_cancel_all(outcome: Outcome) -> tuple[int, bytes]:
-    """What a cancel-all answers: the orders it cancelled, oldest first, and its seq."""
-    return 200, encode({"orders": outcome.updates, "seq": outcome.seq})
-
-
-def refusal(code: str, order: OrderState | None = None) -> tuple[int, bytes]:
-    """The status and error body for a refused command or read (`code` is a Reason)."""
-    status, message, field = _ERRORS.get(code, (400, code, None))
-    body: dict[str, Any] = {"error": message, "code": code}
-    if field:
-        body["field"] = field
-    if order is not None:
-        body["original" if code == Reason.DUPLICATE_MISMATCH else "order"] = order
-    return status, encode(body)
-
-
-class PublicTrade(msgspec.Struct, rename="camel"):
-    """A trade as everyone may see it: no accounts."""
-
-    trade_id: int
-    symbol: str
-    price: int
-    qty: int
-    buy_order_id: int
-    sell_order_id: int
-    aggressor: str
-    seq: int
-    ts: int
-
-
-def public_trade(t: Trade) -> PublicTrade:
-    return PublicTrade(t.trade_id, t.symbol, t.price, t.qty, t.buy_order_id, t.sell_order_id,
-                       t.aggressor, t.seq, t.ts)

@@ -10,12 +10,12 @@ with `again` false. It exits when the requests pipe closes, or with its parent.
 
 import errno
 import os
-import struct
 import sys
 import time
 
-REQUEST = struct.Struct("<q")
-REPLY = struct.Struct("<qid?")  # bytes synced, errno (0: synced), seconds, syncing again already
+# Last on the path, so that nothing here can shadow the standard library.
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from helper_formats import SYNC_REPLY as REPLY, SYNC_REQUEST as REQUEST  # noqa: E402
 
 
 def serve(fd: int, requests: int, replies: int) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from aiohttp import WSMsgType, web
 
 from tickflow.core.types import LevelChange, OrderState, Outcome
-from tickflow.net.protocol import PublicTrade, encode, public_trade
+from tickflow.net.wire.answers import PublicTrade, encode, public_trade
 
 log = logging.getLogger(__name__)
 

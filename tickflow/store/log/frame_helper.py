@@ -1,5 +1,5 @@
 """The framing helper process (see wal.Wal.replay_batches); run by path, it imports only the standard
-library and frames.py beside it.
+library and frames.py and helper_formats.py beside it.
 
     python -I -S frame_helper.py DATA_FD START OUT_FD
 
@@ -14,14 +14,12 @@ that is pure framing, on the other core, while the replaying process decodes and
 
 import mmap
 import os
-import struct
 import sys
 
-# Last on the path: first, this directory's inspect.py would shadow the standard library's for good.
+# Last on the path, so that nothing here can shadow the standard library.
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 import frames  # noqa: E402
-
-BATCH = struct.Struct("<qII")  # as in wal.py
+from helper_formats import BATCH  # noqa: E402
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -19,9 +19,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tickflow.core.engine import Engine
-from tickflow.store.lock import LOCK_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
-from tickflow.store.replay import Recovery, recover
-from tickflow.store.wal import FILE_HEADER, CorruptLog, Wal, add_header, starts_with_record
+from tickflow.store.datadir import LOCK_FILE, WAL_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
+from tickflow.store.recovery import Recovery, recover
+from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, add_header, starts_with_record
 
 TORN = 2
 CLOSED_PIPE = 141
@@ -110,11 +110,11 @@ def _check(path: str, engine: Engine) -> Recovery | None:
 
 def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="tickflow log", description=__doc__)
-    p.add_argument("--data", default="tickflow-data", help="data directory holding wal.log")
+    p.add_argument("--data", default="tickflow-data", help=f"data directory holding {WAL_FILE}")
     p.add_argument("--upgrade", action="store_true",
                    help="give a log written before logs had a header its header (stop the server first)")
     args = p.parse_args(argv)
-    path = os.path.join(args.data, "wal.log")
+    path = os.path.join(args.data, WAL_FILE)
     if not os.path.exists(path):
         print(f"tickflow log: no log at {path}", file=sys.stderr)
         return 1

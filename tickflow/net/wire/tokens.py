@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tickflow.net.app import ACCOUNT_PATTERN
+from tickflow.net.wire.limits import ACCOUNT_PATTERN
 
 
 class TokensError(ValueError):

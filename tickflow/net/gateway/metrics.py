@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tickflow.net.sequencer import Stats
+from tickflow.net.exchange.sequencer import Stats
 
 if TYPE_CHECKING:
-    from tickflow.net.app import Exchange
+    from tickflow.net.gateway.app import Exchange
 
 
 def _histogram(name: str, about: str, bounds: tuple[float, ...], counts: list[int], total: float) -> list[str]:

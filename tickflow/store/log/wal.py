@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 # The framing lives in frames.py (the framing helper process imports it alone); its names are the log's.
-from tickflow.store.frames import HEADER, HEADER_SIZE, MAX_PAYLOAD, batch_end, frame, good_records  # noqa: F401
+from tickflow.store.log.helper_formats import BATCH
+from tickflow.store.log.frames import HEADER, HEADER_SIZE, MAX_PAYLOAD, batch_end, frame, good_records  # noqa: F401
 
 FILE_HEADER = b"tickflow wal v1\n"
 """The first bytes of every log: what the file is, and the format of the records after it."""
 _FILE_HEADER_STEM = b"tickflow wal v"
 FRAME_HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frame_helper.py")
-BATCH = struct.Struct("<qII")  # from the framing helper: first record's offset, records, bytes (as in frame_helper.py)
 _NONZERO = re.compile(rb"[^\x00]")
 _PLAUSIBLE_LENGTH = re.compile(rb"[\x00-\x10]\x00")
 """Bytes 2 and 3 of a little-endian length up to MAX_PAYLOAD (0x100000)."""

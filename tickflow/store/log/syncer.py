@@ -18,21 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import struct
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Protocol
 
-from tickflow.store.wal import OsFileOps, Wal, above_stdio
+from tickflow.store.log.helper_formats import SYNC_REPLY as REPLY, SYNC_REQUEST as REQUEST
+from tickflow.store.log.wal import OsFileOps, Wal, above_stdio
 
 Done = Callable[[int, "str | None", float], None]
 """(bytes of the log now durable, why the sync failed or None, seconds it took)"""
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync_helper.py")
-REQUEST = struct.Struct("<q")  # the log's size when asked: as in sync_helper.py
-REPLY = struct.Struct("<qid?")  # bytes synced, errno (0: synced), seconds, syncing again already
 
 
 class Syncer(Protocol):

@@ -17,26 +17,23 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import CancelAll, Command, Outcome, Reason
-from tickflow.net import protocol
-from tickflow.net.feed import Feed, Subscriber
-from tickflow.net.metrics import render_metrics
-from tickflow.net.openapi import OPENAPI
-from tickflow.net.protocol import MAX_BODY, BadRequest, encode
-from tickflow.net.sequencer import BadCommand, Sequencer, SequencerStopped
-from tickflow.net.trade_writer import TradeWriter
+from tickflow.net.wire import answers, requests
+from tickflow.net.exchange.feed import Feed, Subscriber
+from tickflow.net.gateway.metrics import render_metrics
+from tickflow.net.wire.openapi import OPENAPI
+from tickflow.net.wire.answers import encode
+from tickflow.net.wire.errors import BadRequest, brief, cut
+from tickflow.net.wire.limits import ACCOUNT_PATTERN, DIGITS, INTERVALS, MAX_BODY, MAX_WS_ID, MAX_WS_IN_FLIGHT
+from tickflow.net.exchange.sequencer import BadCommand, Sequencer, SequencerStopped
+from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.trades import TradeStore
 
 log = logging.getLogger(__name__)
 
-ACCOUNT_PATTERN = re.compile(r"\A[A-Za-z0-9._:@-]{1,64}\Z")
-INTERVALS = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "1h": 3_600_000}
-MAX_WS_IN_FLIGHT = 1024
-MAX_WS_ID = 128
-"""The longest request id echoed back in answers."""
 CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 """The Content-Encodings a body may come in (zlib's window bits for each); aiohttp's own decoding is off, as
 it passes a coding it does not know (or several) through as if the body were plain."""
-WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+WEB_DIR = Path(__file__).resolve().parents[3] / "web"
 BODY_TIMEOUT = 10.0
 MAX_WEBSOCKETS = 1000
 """WebSockets open at once by default (`serve --max-websockets`): each may hold megabytes of queued
@@ -165,7 +162,7 @@ async def _body(request: web.Request) -> Any:
         why = str(e.__cause__.message if isinstance(e.__cause__, HttpProcessingError) else e).strip()
         raise BadRequest(f"cannot read the body: {why}", None) from None
     coding = request.headers.get("Content-Encoding")
-    return protocol.decode_json(_decoded(body, coding.strip().lower()) if coding else body)
+    return requests.decode_json(_decoded(body, coding.strip().lower()) if coding else body)
 
 
 def _decoded(body: bytes, coding: str) -> bytes:
@@ -174,7 +171,7 @@ def _decoded(body: bytes, coding: str) -> bytes:
         return body
     wbits = CODINGS.get(coding)
     if wbits is None:
-        raise BadRequest(f"Content-Encoding {protocol.brief(coding)} is not supported: send the body as it is, "
+        raise BadRequest(f"Content-Encoding {brief(coding)} is not supported: send the body as it is, "
                          "or in gzip or deflate", None, 415)
     # Some clients send "deflate" without zlib's header: raw deflate is tried after zlib's.
     for bits in (wbits, -zlib.MAX_WBITS) if coding == "deflate" else (wbits,):
@@ -195,8 +192,8 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
     if text is None:
         return default
     negative = text.startswith("-")
-    if not protocol.DIGITS.match(text[negative:]):
-        raise BadRequest(f"{name} must be an integer, not {protocol.brief(text)}", name)
+    if not DIGITS.match(text[negative:]):
+        raise BadRequest(f"{name} must be an integer, not {brief(text)}", name)
     value = -int(text[1:]) if negative else int(text)
     if not low <= value <= high:
         raise BadRequest(f"{name} must be between {low} and {high}", name)
@@ -207,7 +204,7 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
 
 
 async def execute(ex: Exchange, command: Command,
-                  answer: Callable[[Outcome], tuple[int, bytes]] = protocol.answer) -> tuple[int, bytes]:
+                  answer: Callable[[Outcome], tuple[int, bytes]] = answers.answer) -> tuple[int, bytes]:
     """Sequence a command: the status and JSON body that HTTP and WebSocket order entry both answer."""
     try:
         return answer(await ex.sequencer.submit(command))
@@ -220,7 +217,7 @@ async def execute(ex: Exchange, command: Command,
 async def post_order(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE]
     account = _account(request)
-    command = protocol.new_order(account, await _body(request), ex.engine.books)
+    command = requests.new_order(account, await _body(request), ex.engine.books)
     status, body = await execute(ex, command)
     return _json(body, status)
 
@@ -228,7 +225,7 @@ async def post_order(request: web.Request) -> web.Response:
 async def delete_order(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE]
     account = _account(request)
-    command = protocol.cancel(account, protocol.order_id(request.match_info["order_id"]))
+    command = requests.cancel(account, requests.order_id(request.match_info["order_id"]))
     status, body = await execute(ex, command)
     return _json(body, status)
 
@@ -240,17 +237,17 @@ async def cancel_orders(request: web.Request) -> web.Response:
     query = request.query
     if len(query) != len(set(query)):
         name = next(k for k in query if len(query.getall(k)) > 1)
-        raise BadRequest(f"{protocol.brief(name)} is given more than once", protocol.cut(name))
-    command = protocol.cancel_all(account, dict(query), ex.engine.books, "query parameters")
-    status, body = await execute(ex, command, protocol.answer_cancel_all)
+        raise BadRequest(f"{brief(name)} is given more than once", cut(name))
+    command = requests.cancel_all(account, dict(query), ex.engine.books, "query parameters")
+    status, body = await execute(ex, command, answers.answer_cancel_all)
     return _json(body, status)
 
 
 async def patch_order(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE]
     account = _account(request)
-    order_id = protocol.order_id(request.match_info["order_id"])
-    command = protocol.amend(account, order_id, await _body(request))
+    order_id = requests.order_id(request.match_info["order_id"])
+    command = requests.amend(account, order_id, await _body(request))
     status, body = await execute(ex, command)
     return _json(body, status)
 
@@ -258,12 +255,12 @@ async def patch_order(request: web.Request) -> web.Response:
 async def get_order(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE]
     account = _account(request)
-    order_id = protocol.order_id(request.match_info["order_id"])
+    order_id = requests.order_id(request.match_info["order_id"])
     seq = ex.engine.last_seq
     state = ex.engine.order_state(account, order_id)
     await _durable(ex, seq)
     if state is None:
-        status, body = protocol.refusal(Reason.UNKNOWN_ORDER)
+        status, body = answers.refusal(Reason.UNKNOWN_ORDER)
         return _json(body, status)
     return _json(state)
 
@@ -290,7 +287,7 @@ async def list_orders(request: web.Request) -> web.Response:
     query = dict(request.query)
     if query.pop("status", "open") != "open":
         raise BadRequest("status must be 'open'", "status")
-    wanted = protocol.order_filter(query, ex.engine.books, "query parameters",
+    wanted = requests.order_filter(query, ex.engine.books, "query parameters",
                                    "GET /orders takes status=open, symbol and side, all optional")
     symbol, side = wanted.symbol, wanted.side
     seq = ex.engine.last_seq
@@ -309,7 +306,7 @@ def _symbol(request: web.Request, name: str | None) -> str:
     if not name:
         raise BadRequest("symbol is required", "symbol")
     if name not in ex.feed.mirrors:
-        raise BadRequest(f"unknown symbol {protocol.brief(name)}", "symbol", 404 if "symbol" in request.match_info else 400)
+        raise BadRequest(f"unknown symbol {brief(name)}", "symbol", 404 if "symbol" in request.match_info else 400)
     return name
 
 
@@ -339,7 +336,7 @@ def _trade_page(request: web.Request) -> _TradePage:
     limit = _int_param(request, "limit", 100, 1, 1000)
     order = request.query.get("order", "asc")
     if order not in ("asc", "desc"):
-        raise BadRequest(f"order must be asc or desc, not {protocol.brief(order)}", "order")
+        raise BadRequest(f"order must be asc or desc, not {brief(order)}", "order")
     return _TradePage(symbol, after, before, limit, order == "desc")
 
 
@@ -439,7 +436,7 @@ async def get_static(request: web.Request) -> web.StreamResponse:
     except (OSError, ValueError):  # a NUL byte, a name too long for the file system
         found = False
     if not found:
-        return _error(404, f"not found: {protocol.brief('/' + name)}")
+        return _error(404, f"not found: {brief('/' + name)}")
     if request.method not in ("GET", "HEAD"):
         raise web.HTTPMethodNotAllowed(request.method, ("GET", "HEAD"))
     return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
@@ -543,14 +540,14 @@ class _WsSession:
         task.add_done_callback(self.ex.chores.discard)
 
     async def _cancel_all_of(self, account: str) -> None:
-        status, body = await execute(self.ex, CancelAll(account), protocol.answer_cancel_all)
+        status, body = await execute(self.ex, CancelAll(account), answers.answer_cancel_all)
         if status != 200:  # nobody waits for this answer: the operator is told instead
             log.error("cancel on disconnect of %s was not carried out (%d): %s", account, status,
                       body.decode(errors="replace"))
 
     def handle(self, raw: str) -> None:
         try:
-            message = protocol.decode_json(raw)
+            message = requests.decode_json(raw)
         except BadRequest as e:
             self.error(e.message, **({"field": e.field} if e.field else {}))
             return
@@ -567,7 +564,7 @@ class _WsSession:
         elif op in ("order", "cancel", "amend", "cancelAll"):
             self.request(op, message)
         else:
-            self.error(f"unknown op {protocol.brief(op)}: expected auth, subscribe, unsubscribe, order, cancel, "
+            self.error(f"unknown op {brief(op)}: expected auth, subscribe, unsubscribe, order, cancel, "
                        "amend, cancelAll, ping")
 
     def subscription(self, op: str, symbols: Any) -> None:
@@ -577,7 +574,7 @@ class _WsSession:
             return
         unknown = [s for s in symbols if s not in feed.mirrors]
         if unknown:
-            self.error(f"unknown symbols: {', '.join(protocol.brief(s) for s in unknown[:10])}", op=op, field="symbols")
+            self.error(f"unknown symbols: {', '.join(brief(s) for s in unknown[:10])}", op=op, field="symbols")
             return
         for symbol in dict.fromkeys(symbols):
             if op == "subscribe":
@@ -610,21 +607,21 @@ class _WsSession:
 
     def _command(self, op: str, account: str, message: dict[str, Any]) -> Any:
         if op == "order":
-            return protocol.new_order(account, message, self.ex.engine.books)
+            return requests.new_order(account, message, self.ex.engine.books)
         if op == "cancelAll":
-            return protocol.cancel_all(account, message, self.ex.engine.books)
-        order_id = protocol.order_id_field(message.pop("orderId", None))
+            return requests.cancel_all(account, message, self.ex.engine.books)
+        order_id = requests.order_id_field(message.pop("orderId", None))
         if op == "cancel":
             if message:
                 names = list(message)
-                raise BadRequest(f"unknown fields for cancel: {', '.join(protocol.brief(k) for k in names[:10])}",
-                                 protocol.cut(names[0]))
-            return protocol.cancel(account, order_id)
-        return protocol.amend(account, order_id, message)
+                raise BadRequest(f"unknown fields for cancel: {', '.join(brief(k) for k in names[:10])}",
+                                 cut(names[0]))
+            return requests.cancel(account, order_id)
+        return requests.amend(account, order_id, message)
 
     async def _submit(self, request_id: str | int, command: Any) -> None:
         try:
-            answer = protocol.answer_cancel_all if type(command) is CancelAll else protocol.answer
+            answer = answers.answer_cancel_all if type(command) is CancelAll else answers.answer
             status, body = await execute(self.ex, command, answer)
         except Exception:
             log.exception("order entry over WebSocket failed")

@@ -25,9 +25,9 @@ from typing import Callable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Amend, Cancel, Command, NewOrder, Outcome, Reason, Record
-from tickflow.store.records import decode_record, decode_records, encode_record
-from tickflow.store.syncer import NoSyncer, Syncer, default_syncer
-from tickflow.store.wal import MAX_PAYLOAD, Wal
+from tickflow.store.log.codec import decode_record, decode_records, encode_record
+from tickflow.store.log.syncer import NoSyncer, Syncer, default_syncer
+from tickflow.store.log.wal import MAX_PAYLOAD, Wal
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from tickflow.core.types import MAX_PRICE, MAX_QTY
-from tickflow.net.protocol import SYMBOL_PATTERN
+from tickflow.net.wire.limits import SYMBOL_PATTERN
 
 INT = {"type": "integer"}
 NULLABLE_INT = {"type": ["integer", "null"]}

@@ -1,5 +1,6 @@
-"""The data directory: its lock file (`LOCK`, flock), so one process at a time may change what is in it,
-and the check that this process may change it at all, made before anything in it is read."""
+"""The data directory: the names of its files, its lock file (`LOCK`, flock), so one process at a time
+may change what is in it, and the check that this process may change it at all, made before anything in
+it is read."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 LOCK_FILE = "LOCK"
+WAL_FILE = "wal.log"
+TRADES_FILE = "trades.sqlite"
+WRITTEN_FILES = {LOCK_FILE: "the lock file", WAL_FILE: "the log", TRADES_FILE: "the trade store",
+                 f"{TRADES_FILE}-wal": "the trade store's journal", f"{TRADES_FILE}-shm": "the trade store's index"}
+"""What the server writes in the data directory, and what each is (for a refusal)."""
 
 
 class DataDirBusy(Exception):

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tickflow.cli import positive_number, server_url
+from tickflow.net.wire.args import positive_number, server_url
 from tickflow.net.client import (
     ApiError,
     AuthFailed,
@@ -38,7 +38,7 @@ from tickflow.net.client import (
     SymbolInfo,
     TickflowError,
 )
-from tickflow.net.tokens import TokensError, read_tokens
+from tickflow.net.wire.tokens import TokensError, read_tokens
 
 PREFIX = re.compile(r"\A[A-Za-z0-9._:@-]{1,50}\Z")
 """Account names are `PREFIX-mmN` / `PREFIX-takerN`; the server takes 1-64 of these characters as a name."""

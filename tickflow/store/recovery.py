@@ -9,8 +9,8 @@ from typing import Callable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Outcome, Record, Trade
-from tickflow.store.records import DecodeErrors, decode_joined, decode_record
-from tickflow.store.wal import HEADER_SIZE, CorruptLog, Cut, Wal
+from tickflow.store.log.codec import DecodeErrors, decode_joined, decode_record
+from tickflow.store.log.wal import HEADER_SIZE, CorruptLog, Cut, Wal
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,31 @@
+"""A request refused before it became a command, and how an error message quotes what it was sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+class BadRequest(Exception):
+    """Input that cannot become a command: answered with 400 (or `status`) and never logged."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status = status
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+def cut(text: str, limit: int = 40) -> str:
+    """`text` as an error message may quote it: at most `limit` characters."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def brief(value: Any, limit: int = 40) -> str:
+    """`value`'s repr for an error message, cut short: an answer never echoes a large input back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

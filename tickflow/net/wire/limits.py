@@ -1,0 +1,26 @@
+"""The protocol's bounds and name rules, shared by the server, its clients and /openapi.json."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from tickflow.core.types import MAX_CLIENT_ORDER_ID, MAX_PRICE, MAX_QTY
+
+__all__ = ["MAX_PRICE", "MAX_QTY", "MAX_CLIENT_ORDER_ID", "MAX_BODY", "SYMBOL_PATTERN", "ACCOUNT_PATTERN", "DIGITS",
+           "MAX_WS_IN_FLIGHT", "MAX_WS_ID", "INTERVALS"]
+
+MAX_BODY: Final = 64 * 1024
+"""The largest request body, and the largest WebSocket message, the server reads."""
+SYMBOL_PATTERN = re.compile(r"\A[A-Z0-9][A-Z0-9._-]{0,15}\Z")
+"""1-16 of A-Z 0-9 . _ -, starting with a letter or digit (so never `.` or `..`, which URLs normalise away)."""
+DIGITS = re.compile(r"\A[0-9]{1,19}\Z")
+"""A decimal number as clients write it: ASCII digits only (int() would also take " 1", "+1", "1_0", "١")."""
+ACCOUNT_PATTERN = re.compile(r"\A[A-Za-z0-9._:@-]{1,64}\Z")
+"""An account name: 1-64 of A-Z a-z 0-9 . _ : @ -."""
+MAX_WS_IN_FLIGHT: Final = 1024
+"""Order-entry requests one WebSocket may have in flight; more are answered 429."""
+MAX_WS_ID: Final = 128
+"""The longest request id echoed back in answers."""
+INTERVALS: Final = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "1h": 3_600_000}
+"""Bar intervals by name, in milliseconds."""

@@ -12,7 +12,7 @@ from aiohttp import web
 from tickflow.core.types import OrderState
 from tickflow.net.wire import answers, requests
 from tickflow.net.wire.limits import MAX_BODY
-from tickflow.net.gateway.app import errors
+from tickflow.net.gateway.responses import errors
 
 SYMBOLS = {"ACME": None}
 

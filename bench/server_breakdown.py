@@ -33,8 +33,8 @@ import bench_e2e  # noqa: E402
 
 # (depth, module, owner or None for a module function, attribute, what it is)
 STAGES: tuple[tuple[int, str, str | None, str, str], ...] = (
-    (0, "tickflow.net.wire.protocol", None, "new_order", "parse and validate an order body"),
-    (0, "tickflow.net.gateway.app", None, "_account", "find the caller's account"),
+    (0, "tickflow.net.wire.requests", None, "new_order", "parse and validate an order body"),
+    (0, "tickflow.net.gateway.inputs", None, "account", "find the caller's account"),
     (0, "tickflow.net.exchange.sequencer", "Sequencer", "_write_and_apply", "take a batch: stamp, log, match"),
     (1, "tickflow.net.exchange.sequencer", "Sequencer", "_encode", "encode records, decode them back"),
     (1, "tickflow.store.log.wal", "Wal", "append", "frame and write the batch"),
@@ -42,9 +42,9 @@ STAGES: tuple[tuple[int, str, str | None, str, str], ...] = (
     (1, "tickflow.store.log.syncer", "ProcessSyncer", "grown", "tell the fsync helper the log grew"),
     (0, "tickflow.net.exchange.sequencer", "Sequencer", "_synced", "a sync returned: answer what it covers"),
     (0, "tickflow.net.exchange.sequencer", "Sequencer", "_resolve", "resolve callers, call listeners"),
-    (1, "tickflow.net.exchange.feed", "Feed", "publish", "market data mirrors and subscribers"),
+    (1, "tickflow.net.exchange.fanout", "Feed", "publish", "market data mirrors and subscribers"),
     (1, "tickflow.net.exchange.trade_writer", "TradeWriter", "publish", "queue trades for SQLite"),
-    (0, "tickflow.net.wire.protocol", None, "answer", "encode the answer body"),
+    (0, "tickflow.net.wire.answers", None, "answer", "encode the answer body"),
 )
 
 
@@ -84,10 +84,10 @@ def _instrument() -> tuple[dict[str, list[float]], list[float]]:
 
         setattr(owner, attr, timed)
         wrapped[fn] = timed
-    # A stage bound as a default argument (app.execute's `answer`) is timed where it is bound too.
-    from tickflow.net.gateway import app
+    # A stage bound as a default argument (orders.execute's `answer`) is timed where it is bound too.
+    from tickflow.net.gateway import orders
 
-    for value in vars(app).values():
+    for value in vars(orders).values():
         defaults = getattr(value, "__defaults__", None)
         if callable(value) and defaults:
             value.__defaults__ = tuple(wrapped.get(d, d) if callable(d) else d for d in defaults)

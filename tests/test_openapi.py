@@ -84,10 +84,10 @@ def test_every_route_is_described() -> None:
     """A new route without a description fails here (the WebSocket and the page are in protocol.md)."""
     from unittest.mock import MagicMock
 
-    from tickflow.net.gateway.app import Exchange
+    from tickflow.net.gateway.context import Gateway
     from tickflow.net.wire.openapi import OPENAPI
 
-    app = make_app(MagicMock(spec=Exchange))
+    app = make_app(MagicMock(spec=Gateway))
     routes = set()
     for route in app.router.routes():
         info = route.resource.get_info() if route.resource else {}

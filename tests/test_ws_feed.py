@@ -16,7 +16,9 @@ import pytest
 
 from server_process import ServerProcess
 from tickflow.core.types import LevelChange, Outcome, Trade
-from tickflow.net.exchange.feed import PART_LEVELS, PART_TRADES, Feed, Subscriber
+from tickflow.net.exchange.fanout import Feed, Subscriber
+from tickflow.net.exchange.mirror import PART_LEVELS, PART_TRADES
+from tickflow.net.gateway.websocket import write_loop
 
 
 class FeedMirror:
@@ -78,7 +80,7 @@ def test_a_book_too_big_for_one_message_is_sent_in_parts_any_reader_puts_togethe
     bids = [LevelChange("X", "buy", 100_000 + i, 1 + i % 9, 1 + i % 3) for i in range(20_000)]
     asks = [LevelChange("X", "sell", 200_000 + i, 5, 2) for i in range(3)]
     feed.load("X", 7, bids, asks, [])
-    sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
+    sub = Subscriber(feed)  # no socket: the fan-out is sans-I/O
     feed.subscribe(sub, "X")
     parts = queued(sub)
     head, *rest = map(json.loads, parts)
@@ -117,7 +119,7 @@ def test_every_part_is_under_1_mib_whatever_the_numbers() -> None:
     feed = Feed()
     symbol, big = "S" * 16, 2**63 - 1
     feed.add_symbol(symbol, 0)
-    sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
+    sub = Subscriber(feed)  # no socket: the fan-out is sans-I/O
     feed.subscribe(sub, symbol)
     sub.buffer.clear()
     levels = [LevelChange(symbol, side, 1_000_000_000 + i, big, big) for side in ("buy", "sell")
@@ -137,7 +139,7 @@ async def test_a_resync_snapshot_carries_the_seq_of_the_levels_it_holds() -> Non
     its seq must be that batch's, or the client holds a wrong seq and takes the next update for a gap."""
     feed = Feed(buffer_messages=2)
     feed.add_symbol("X", 10)
-    sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
+    sub = Subscriber(feed)  # no socket: the fan-out is sans-I/O
     feed.subscribe(sub, "X")
     sub.blocked = True  # its socket is backed up: a full buffer now means a resync
     for seq, price in ((11, 100), (12, 99), (13, 98)):
@@ -153,7 +155,7 @@ def test_a_message_in_parts_counts_once_against_the_subscribers_buffer() -> None
     """One update of many trades goes in many parts; it is one message behind, not dozens."""
     feed = Feed(buffer_messages=4)
     feed.add_symbol("X", 0)
-    sub = Subscriber(feed, None)  # type: ignore[arg-type]
+    sub = Subscriber(feed)
     feed.subscribe(sub, "X")
     sub.blocked = True
     trades = [Trade(i, "X", 100, 1, 10 + i, 9, "b", "s", "sell", 1, 1_000) for i in range(1, 10 * PART_TRADES)]
@@ -168,7 +170,7 @@ def _deep_feed(symbols: tuple[str, ...] = ("X", "Y"), levels: int = 500, **limit
     for symbol in symbols:
         feed.add_symbol(symbol, 0)
         feed.publish([Outcome(1, None, None, [], [LevelChange(symbol, "buy", 1000 + p, 5, 1) for p in range(levels)], [])])
-    sub = Subscriber(feed, None)  # type: ignore[arg-type]  # only the writer task touches the socket
+    sub = Subscriber(feed)  # no socket: the fan-out is sans-I/O
     return feed, sub
 
 
@@ -226,11 +228,11 @@ async def test_nothing_is_sent_between_the_parts_of_a_message() -> None:
 
     feed = Feed()
     feed.add_symbol("X", 0)
-    sub = Subscriber(feed, Socket())  # type: ignore[arg-type]
+    sub = Subscriber(feed)
     feed.subscribe(sub, "X")
     trades = [Trade(i, "X", 100, 1, 10 + i, 9, "b", "s", "sell", 1, 1_000) for i in range(1, 3 * PART_TRADES)]
     feed.publish([Outcome(1, None, None, trades, [LevelChange("X", "buy", 100, 5, 1)], [])])
-    writer = asyncio.create_task(sub.write_loop())
+    writer = asyncio.create_task(write_loop(sub, Socket()))  # type: ignore[arg-type]
     for _ in range(50):
         await asyncio.sleep(0)
     sub.closed = True

@@ -6,12 +6,10 @@ import argparse
 import asyncio
 import contextlib
 import errno
-import gc
 import logging
 import os
 import signal
 import socket
-import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -20,29 +18,16 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from tickflow.net.exchange.fanout import BUFFER_MESSAGES
+from tickflow.net.exchange.sequencer import Durability
+from tickflow.net.exchange.startup import StartupError, start_exchange
+from tickflow.net.gateway.app import close_websockets, make_app
+from tickflow.net.gateway.auth import Accounts
+from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
 from tickflow.net.wire.args import port_number
-from tickflow.core.engine import Engine
-from tickflow.core.types import AddSymbol
-from tickflow.net.gateway.app import BODY_TIMEOUT, MAX_WEBSOCKETS, Exchange, make_app
-from tickflow.net.exchange.feed import BUFFER_MESSAGES, RECENT_TRADES, Feed
 from tickflow.net.wire.limits import SYMBOL_PATTERN
-from tickflow.net.exchange.sequencer import Durability, Sequencer
 from tickflow.net.wire.tokens import TokensError, read_tokens
-from tickflow.net.exchange.trade_writer import TradeWriter
-from tickflow.store.datadir import (
-    LOCK_FILE,
-    TRADES_FILE,
-    WAL_FILE,
-    WRITTEN_FILES,
-    DataDirBusy,
-    NotWritable,
-    check_writable,
-    how_to_fix,
-    lock_data_dir,
-)
-from tickflow.store.recovery import recover
-from tickflow.store.trades import TradeStore
-from tickflow.store.log.wal import CorruptLog, Wal
+from tickflow.store.datadir import LOCK_FILE, WRITTEN_FILES, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
 
 log = logging.getLogger("tickflow")
 
@@ -50,10 +35,6 @@ DEFAULT_SYMBOLS = "ACME,GLOBEX,INITECH"
 IDLE_TIMEOUT = 75.0
 """Seconds an HTTP connection may sit idle (before its first request or between requests), as nginx."""
 BACKLOG = 1024
-
-
-class StartupError(Exception):
-    """The server cannot start; the message says why and what to do."""
 
 
 def _positive_seconds(text: str) -> float:
@@ -227,27 +208,6 @@ async def serve(args: argparse.Namespace) -> int:
         os.close(lock)  # only after everything above is closed: no second server meanwhile
 
 
-async def _open_store(path: Path) -> TradeStore:
-    """The trade store; a damaged one is set aside and rebuilt, since the log holds every trade."""
-    try:
-        return await TradeStore.open(str(path))
-    except sqlite3.Error as e:
-        damaged = getattr(e, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or \
-            str(e).startswith("integrity check")
-        if not damaged:  # a full disk, a directory in the way, no permission: nothing to rebuild from here
-            raise StartupError(f"cannot open the trade store {path}: {e}")
-        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-        for suffix in ("", "-wal", "-shm"):
-            part = Path(f"{path}{suffix}")
-            if part.exists():
-                part.rename(f"{aside}{suffix}")
-        log.warning("the trade store %s is damaged (%s): moved it to %s; rebuilding it from the log", path, e, aside)
-        try:
-            return await TradeStore.open(str(path))
-        except sqlite3.Error as again:
-            raise StartupError(f"cannot create the trade store {path}: {again}")
-
-
 async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str], tokens: dict[str, str] | None,
                         sockets: list[socket.socket], stack: contextlib.AsyncExitStack) -> int:
     # A signal during start-up (the replay of a long log) stops the server before it listens.
@@ -255,119 +215,44 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
-    wal_path = data / WAL_FILE
-    try:
-        wal = Wal.open(str(wal_path))
-    except OSError as e:
-        raise StartupError(f"cannot open the log {wal_path} to read and append to it: {e.strerror or e}. "
-                           f"{how_to_fix(e)}") from None
-    stack.callback(wal.close)
-    store = await _open_store(data / TRADES_FILE)
-    stack.push_async_callback(store.close)
-    engine = Engine()
-    stored = await store.max_trade_id()
-    # Trade ids run 1, 2, 3, ...: a store holding fewer rows than its highest id has gaps (a failed
-    # write, a hand edit), and then every trade is offered again; otherwise only those after it.
-    stored_count = await store.count()
-    stored_whole = stored_count == stored
-    if not stored_whole:
-        log.warning("the trade store has gaps (%d trades, highest id %d): re-inserting every trade from the log",
-                    stored_count, stored)
-    after = stored if stored_whole else 0
-    try:
-        recovery = recover(wal, engine, keep_trades_after=after)
-    except CorruptLog as e:
-        raise StartupError(str(e))
-    except OSError as e:
-        raise StartupError(f"cannot repair or sync the log {wal_path}: {e.strerror or e}")
-    # A cut tail is worth a warning even in --quiet; a clean replay is routine.
-    log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)
-    last_trade = engine.next_trade_id - 1
-    if recovery.records == 0 and stored > 0:
-        raise StartupError(
-            f"the log {wal_path} is missing or empty, but {data / TRADES_FILE} holds {stored_count} trades: "
-            f"refusing to start a new exchange over them. Restore the log, or move {TRADES_FILE} aside to "
-            "start afresh")
-    if stored > last_trade:  # the log was cut or replaced: SQLite must not show trades it does not hold
-        removed = await store.delete_after(last_trade)
-        log.warning("removed %d trades from SQLite that the log does not hold (it ends at trade %d)",
-                    removed, last_trade)
-    missing = recovery.trades
-    if missing:
-        before = await store.count()
-        for start in range(0, len(missing), 10_000):
-            await store.insert(missing[start:start + 10_000])
-        log.warning("brought SQLite in line with the log: %d trades inserted", await store.count() - before)
-
-    feed = Feed(max(1, args.ws_buffer))
-    for symbol in engine.books:
-        bids, asks = engine.depth(symbol)
-        book = engine.books[symbol]
-        feed.load(symbol, book.seq, [book.change(level) for level in bids],
-                  [book.change(level) for level in asks], await store.recent(symbol, RECENT_TRADES))
-    feed.durable_seq = engine.last_seq
-
-    _settle_gc()
-    sequencer = Sequencer(engine, wal, args.durability, log_started=recovery.first_ts)
-    writer = TradeWriter(store, engine.last_seq)
-    sequencer.listeners += [feed.publish, writer.publish]
-    runner: web.AppRunner | None = None
-    stopped = False
-
-    async def stop_serving() -> None:
-        """The sequencer first (it finishes the batch in flight), then the trades it handed over, then HTTP."""
-        nonlocal stopped
-        if not stopped:
-            stopped = True
-            await sequencer.stop()
-            await writer.stop()
-            if runner is not None:
-                await runner.cleanup()
-
-    await sequencer.start()
-    writer.start()
-    stack.push_async_callback(stop_serving)
-    if not symbols and not engine.books:
+    started = await start_exchange(data, args.durability, args.ws_buffer, stack)
+    service, recovery = started.service, started.recovery
+    if not symbols and not service.order_symbols:
         raise StartupError("no symbols: name at least one with --symbols")
     if stop.is_set():
         log.warning("stopped during start-up, before listening")
         return 0
     listen(sockets, f"{args.host}:{args.port}")
     for symbol in symbols:
-        if symbol not in engine.books:
-            # The AddSymbol's own seq: commands from clients may have been applied since it was.
-            listed = await sequencer.submit(AddSymbol(symbol))
-            feed.add_symbol(symbol, listed.seq)
+        await service.add_symbol(symbol)
 
-    exchange = Exchange(engine, sequencer, feed, store, writer, tokens, body_timeout=args.body_timeout,
-                        max_websockets=args.max_websockets)
+    gateway = Gateway(service, Accounts(tokens), body_timeout=args.body_timeout, max_websockets=args.max_websockets)
     if args.web:
-        exchange.web_dir = Path(args.web)
-    app = make_app(exchange)
+        gateway.web_dir = Path(args.web)
     # aiohttp's own default keeps an idle connection an hour: enough idle sockets would use up the
     # process's file descriptors and lock everyone out.
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
-                           keepalive_timeout=args.idle_timeout, auto_decompress=False)  # app.py decodes bodies
+    runner = web.AppRunner(make_app(gateway), access_log=None, handle_signals=False, shutdown_timeout=2.0,
+                           keepalive_timeout=args.idle_timeout, auto_decompress=False)  # inputs.py decodes bodies
     await runner.setup()
+    stack.push_async_callback(runner.cleanup)
     sites = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
     for site in sites:
         await site.start()
     port = runner.addresses[0][1] if runner.addresses else args.port
-    print(f"tickflow listening on http://{args.host}:{port} (durability {sequencer.durability.value}, "
+    print(f"tickflow listening on http://{args.host}:{port} (durability {service.durability.value}, "
           f"data {data}, {recovery.records} records replayed)", flush=True)
 
     await stop.wait()
     log.info("shutting down: finishing the batch in flight")
-    exchange.closing = True  # the WebSockets closed below keep their orders (no cancel on disconnect)
     for site in sites:
         await site.stop()
-    for sub in list(feed.subscribers):
-        await sub.ws.close(code=1001, message=b"server shutting down")
-    await stop_serving()
-    if sequencer.failed:
-        log.error("stopped after the log failed (%s); durable up to seq %d", sequencer.failed, feed.durable_seq)
+    await close_websockets(gateway)
+    await service.stop()  # the batch in flight is answered before HTTP stops
+    await runner.cleanup()
+    if service.failed:
+        log.error("stopped after the log failed (%s); durable up to seq %d", service.failed, service.durable_seq)
         return 1
-    log.info("stopped cleanly at seq %d", sequencer.seq)
+    log.info("stopped cleanly at seq %d", service.sequenced)
     return 0
 
 
@@ -385,18 +270,6 @@ def _raise_file_limit(want: int = 65_536) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         except (ValueError, OSError) as e:
             log.warning("open files limited to %d (cannot raise it to %d: %s)", soft, target, e)
-
-
-def _settle_gc() -> None:
-    """Keep the cyclic GC off the replayed state and out of the request path.
-
-    The replayed books and order table are frozen out of every later collection, and the young
-    generation is collected every 10,000 net allocations rather than 700: under HTTP load the
-    default thresholds spent about 4.5% of the server's time in 180 collections a few seconds,
-    these about 1% (pauses stay around a millisecond)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
 
 
 class MalformedHttpFilter(logging.Filter):

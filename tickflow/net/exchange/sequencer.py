@@ -111,6 +111,18 @@ class _Item:
 _Batch = tuple[list[_Item], list[Outcome]]
 
 
+class _Unacked:
+    """A batch written to the log and matched, waiting for the sync that makes it durable."""
+
+    __slots__ = ("end", "items", "outcomes")
+
+    def __init__(self, end: int, items: list[_Item], outcomes: list[Outcome]) -> None:
+        self.end = end
+        """The log's size after the batch: a sync that covers this many bytes makes it durable."""
+        self.items = items
+        self.outcomes = outcomes
+
+
 class Sequencer:
     """Owns the engine and the log once started; everything else talks to it through `submit`."""
 
@@ -146,8 +158,8 @@ class Sequencer:
         self._admitted = 0
         """Callers let in from `_room` that have not queued their command yet."""
         self._inflight: dict[tuple[str, str], _Item] = {}
-        self._unacked: deque[tuple[int, list[_Item], list[Outcome]]] = deque()
-        """(the log's size after the batch, the batch, its outcomes): written, not yet durable."""
+        self._unacked: deque[_Unacked] = deque()
+        """Batches written, not yet durable, oldest first."""
         self._unsynced = 0
         self._durable = wal.size
         """How much of the log the last sync made durable (a replayed log counts as durable)."""
@@ -250,7 +262,7 @@ class Sequencer:
     def _durable_seq(self) -> int:
         """The last sequence number whose record is durable (in `none` mode: the last applied)."""
         if self._unacked:
-            return self._unacked[0][2][0].seq - 1
+            return self._unacked[0].outcomes[0].seq - 1
         return self.engine.last_seq
 
     async def _wait_for_room(self) -> None:
@@ -328,7 +340,7 @@ class Sequencer:
                 if self.durability is Durability.NONE:
                     self._resolve(*done)
                 else:
-                    self._unacked.append((self.wal.size, *done))
+                    self._unacked.append(_Unacked(self.wal.size, *done))
                     self._unsynced += len(done[0])
                     if not group:
                         await self._synced_all_future()
@@ -339,8 +351,8 @@ class Sequencer:
             self._refuse(list(items), self.failed or "sequencer failed")
             items.clear()
             if not self._syncer.busy:
-                for _, written, _ in self._unacked:
-                    self._refuse(written, self.failed or "sequencer failed")
+                for unacked in self._unacked:
+                    self._refuse(unacked.items, self.failed or "sequencer failed")
                 self._unacked.clear()
         finally:
             if self.failed or self._closing:
@@ -414,9 +426,9 @@ class Sequencer:
         if error is not None:
             self._fail([], error)
             if unacked:
-                for _, batch, _ in unacked:
-                    self._unsynced -= len(batch)
-                    self._refuse(batch, self.failed or error)
+                for written in unacked:
+                    self._unsynced -= len(written.items)
+                    self._refuse(written.items, self.failed or error)
                 unacked.clear()
                 if not self.wal.discard_after(self._durable):
                     log.error("could not cut the log back to its last durable byte %d: commands refused "
@@ -424,10 +436,10 @@ class Sequencer:
         else:
             self.stats.sync(seconds)
             self._durable = max(self._durable, upto)
-        while unacked and unacked[0][0] <= upto:
-            _, batch, outcomes = unacked.popleft()
-            self._unsynced -= len(batch)
-            self._resolve(batch, outcomes)
+        while unacked and unacked[0].end <= upto:
+            written = unacked.popleft()
+            self._unsynced -= len(written.items)
+            self._resolve(written.items, written.outcomes)
         if self._wakeup is not None:
             self._wake()
         if not self._syncer.busy and self._synced_all is not None and not self._synced_all.done():

@@ -2,12 +2,11 @@
 
 Trades wait up to LINGER seconds to share a transaction, unless a reader (GET /trades, /bars, /fills)
 is waiting for them, so no answer waits for the linger: each commit is two hand-offs to the SQLite
-thread, and under load one commit per sequencer batch cost the server about a quarter of its CPU.
-Each commit also rewrites the last page of every index an inserted trade touches (one per account
-that traded, on each side), so a longer linger makes each trade cheaper: with 64 accounts, 17-21 us of
-CPU a trade in commits of 80, 9.5-11 us in 400, 8-9 us in 1600 (bench/bench_bars.py).
-At 100 ms a busy server commits a few hundred trades at a time. A failed insert (a full disk) is retried,
-in order, with a growing pause; readers wait rather than see a gap where an answered fill should be.
+thread. Each commit also rewrites the last page of every index an inserted trade touches (one per
+account that traded, on each side), so larger commits make each trade cheaper (bench/bench_bars.py
+measures it; docs/decisions.md says why LINGER is what it is). A failed insert (a full disk) is
+retried, in order, with a growing pause; readers wait rather than see a gap where an answered fill
+should be.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import asyncio
 import logging
 
 from tickflow.core.types import Outcome, Trade
+from tickflow.net.exchange.waits import SeqGate
 from tickflow.store.trades import TradeStore
 
 log = logging.getLogger(__name__)
@@ -33,11 +33,10 @@ class TradeWriter:
         self.linger = linger
         self.pending: list[Trade] = []
         self.pending_seq = flushed_seq
-        self.flushed_seq = flushed_seq
-        """Every trade made by a command up to this sequence number is in SQLite."""
+        self.flushed = SeqGate(flushed_seq)
+        """Every trade made by a command up to its seq is in SQLite."""
         self.wake = asyncio.Event()
         self.urgent = asyncio.Event()
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.task: asyncio.Task[None] | None = None
         self.stopping = False
         self.error: str | None = None
@@ -52,6 +51,10 @@ class TradeWriter:
             self.pending_seq = outcomes[-1].seq
         self.wake.set()
 
+    @property
+    def flushed_seq(self) -> int:
+        return self.flushed.seq
+
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name="trade-writer")
 
@@ -59,15 +62,13 @@ class TradeWriter:
         """Return once SQLite holds every trade up to `seq`, so a read sees what an answer showed."""
         if seq <= self.flushed_seq:
             return
-        future = asyncio.get_running_loop().create_future()
-        self._waiters.append((seq, future))
         self.urgent.set()
-        await asyncio.wait_for(future, timeout)
+        await self.flushed.wait(seq, timeout)
 
     async def _run(self) -> None:
         while True:
             await self.wake.wait()
-            if not self._waiters and not self.stopping and self.linger > 0:
+            if not self.flushed.waiting and not self.stopping and self.linger > 0:
                 try:
                     await asyncio.wait_for(self.urgent.wait(), self.linger)
                 except TimeoutError:
@@ -85,8 +86,7 @@ class TradeWriter:
                     await asyncio.sleep(self.retry_delay)
                     self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY)
                     continue
-                self.flushed_seq = seq
-                self._wake_waiters()
+                self.flushed.advance(seq)
             if self.pending or self.flushed_seq < self.pending_seq:
                 self.wake.set()  # more came in during the insert: they get their own turn
             elif self.stopping:
@@ -105,16 +105,6 @@ class TradeWriter:
             self.error = None
             self.retry_delay = FIRST_RETRY_DELAY
         return True
-
-    def _wake_waiters(self) -> None:
-        waiting = []
-        for seq, future in self._waiters:
-            if seq <= self.flushed_seq:
-                if not future.done():
-                    future.set_result(None)
-            else:
-                waiting.append((seq, future))
-        self._waiters = waiting
 
     async def stop(self) -> None:
         self.stopping = True

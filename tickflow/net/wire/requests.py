@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Container, Literal
 
 import msgspec
 from msgspec import Meta
@@ -167,7 +167,7 @@ def convert(data: Any, kind: type[msgspec.Struct]) -> Any:
         raise _field_error(e) from None
 
 
-def new_order(account: str, data: Any, symbols: set[str] | dict[str, Any]) -> NewOrder:
+def new_order(account: str, data: Any, symbols: Container[str]) -> NewOrder:
     req: OrderRequest = convert(data, OrderRequest)
     if req.symbol not in symbols:
         raise BadRequest(f"unknown symbol {brief(req.symbol)}", "symbol")
@@ -200,7 +200,7 @@ def cancel(account: str, order_id: int) -> Cancel:
     return Cancel(account, order_id)
 
 
-def cancel_all(account: str, data: dict[str, Any], symbols: set[str] | dict[str, Any],
+def cancel_all(account: str, data: dict[str, Any], symbols: Container[str],
                names: str = "fields") -> CancelAll:
     """`{"symbol"?, "side"?}` (a WebSocket message's `names` = fields, or DELETE /orders' query
     parameters): the orders to cancel."""
@@ -208,7 +208,7 @@ def cancel_all(account: str, data: dict[str, Any], symbols: set[str] | dict[str,
     return CancelAll(account, req.symbol, req.side)
 
 
-def order_filter(data: dict[str, Any], symbols: set[str] | dict[str, Any], names: str, takes: str) -> OrderFilter:
+def order_filter(data: dict[str, Any], symbols: Container[str], names: str, takes: str) -> OrderFilter:
     """`{"symbol"?, "side"?}`; any other name is refused (a misspelt filter would otherwise widen the
     choice to every order), `takes` saying what is allowed."""
     unknown = [k for k in data if k not in ("symbol", "side")]

@@ -1,0 +1,223 @@
+"""All a gateway may ask of the exchange: submit a command, read durable state, follow the feed.
+
+The gateway (HTTP handlers, WebSocket sessions) knows the exchange only through this class, never its
+engine, sequencer or store, so that it could one day run in a process of its own. Every read here
+answers from durable state: the engine may be ahead of the disk while a batch's sync is in flight,
+and nothing leaves the process before it is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from tickflow.core.engine import Engine
+from tickflow.core.types import AddSymbol, Command, OrderState, Outcome, Side
+from tickflow.net.exchange.fanout import Feed, Subscriber
+from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped, Stats
+from tickflow.net.exchange.trade_writer import TradeWriter
+from tickflow.store.trades import TradeStore
+
+__all__ = ["ExchangeService", "Unavailable", "SequencerStopped", "BadCommand", "Subscriber", "Durability",
+           "ExchangeMetrics"]
+
+DURABLE_WAIT = 10.0
+"""Seconds a read waits for the state it read to become durable, or SQLite to catch up, before a 503."""
+
+
+class Unavailable(Exception):
+    """The exchange cannot answer a read now (the log failed, or SQLite is behind): the gateway says 503."""
+
+
+@dataclass(frozen=True)
+class ExchangeMetrics:
+    """What /metrics shows of the exchange, read at one moment."""
+
+    queue_depth: int
+    commands: int
+    batches: int
+    orders: int
+    trades: int
+    durable_seq: int
+    subscribers: int
+    resyncs: int
+    buffered_bytes: int
+    log_failed: bool
+    batch_bounds: tuple[float, ...]
+    batch_sizes: list[int]
+    sync_bounds_seconds: tuple[float, ...]
+    sync_counts: list[int]
+    sync_seconds: float
+
+
+class ExchangeService:
+    """The sequencer, the durable mirror and the trade store behind one narrow surface."""
+
+    def __init__(self, engine: Engine, sequencer: Sequencer, feed: Feed, store: TradeStore,
+                 trade_writer: TradeWriter) -> None:
+        self._engine = engine
+        self._sequencer = sequencer
+        self._feed = feed
+        self._store = store
+        self._trade_writer = trade_writer
+
+    # ------------------------------------------------------------------ commands
+
+    async def submit(self, command: Command) -> Outcome:
+        """Sequence `command`; its outcome once durable. Raises SequencerStopped (not taking commands)
+        or BadCommand (it cannot be logged as given)."""
+        return await self._sequencer.submit(command)
+
+    @property
+    def order_symbols(self) -> Collection[str]:
+        """The books that take orders now (a symbol is listed here as soon as it is sequenced)."""
+        return self._engine.books.keys()
+
+    async def add_symbol(self, symbol: str) -> None:
+        """Open a book, unless it is open already."""
+        if symbol not in self._engine.books:
+            # The AddSymbol's own seq: commands from clients may have been applied since it was.
+            listed = await self._sequencer.submit(AddSymbol(symbol))
+            self._feed.add_symbol(symbol, listed.seq)
+
+    # ------------------------------------------------------------------ durable reads
+
+    async def order_state(self, account: str, order_id: int) -> OrderState | None:
+        """`account`'s order as durable state has it; None for an order that is not the account's."""
+        seq = self._engine.last_seq
+        state = self._engine.order_state(account, order_id)
+        await self._durable(seq)
+        return state
+
+    async def open_orders(self, account: str, symbol: str | None = None, side: Side | None = None
+                          ) -> list[OrderState]:
+        """`account`'s open orders, oldest first, in `symbol` and on `side` when given."""
+        seq = self._engine.last_seq
+        orders = self._engine.open_order_states(account)
+        if symbol is not None or side is not None:
+            orders = [o for o in orders if symbol in (None, o.symbol) and side in (None, o.side)]
+        await self._durable(seq)
+        return orders
+
+    async def _durable(self, seq: int) -> None:
+        """Wait until the engine state read at `seq` is durable; a failed log never gets there."""
+        failed = self._sequencer.failed
+        if failed and seq > self._feed.durable_seq:
+            raise Unavailable(f"the order state is not durable and the log has failed: {failed}")
+        try:
+            await self._feed.wait_durable(seq, DURABLE_WAIT)
+        except TimeoutError:
+            raise Unavailable("timed out waiting for the log to become durable") from None
+
+    @property
+    def book_symbols(self) -> Collection[str]:
+        """The symbols with a durable book (what market data can be asked about)."""
+        return self._feed.mirrors.keys()
+
+    def book(self, symbol: str, depth: int) -> dict[str, Any]:
+        """The best `depth` levels of each side of `symbol`'s durable book, with its seq."""
+        return self._feed.book(symbol, depth)
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Every symbol's best bid, best ask and last trade price, by name."""
+        summaries = []
+        for name in sorted(self._feed.mirrors):
+            mirror = self._feed.mirrors[name]
+            bid, ask = mirror.best()
+            summaries.append({"symbol": name, "bestBid": bid, "bestAsk": ask, "last": mirror.last})
+        return summaries
+
+    async def trades(self, symbol: str | None, after: int, limit: int, before: int,
+                     newest_first: bool) -> list[dict[str, Any]]:
+        await self._trades_caught_up()
+        return await self._store.trades(symbol, after, limit, before=before, newest_first=newest_first)
+
+    async def fills(self, account: str, symbol: str | None, after: int, limit: int, before: int,
+                    newest_first: bool) -> list[dict[str, Any]]:
+        """`account`'s side of its trades: the paging of `trades`, plus its order, side and liquidity."""
+        await self._trades_caught_up()
+        return await self._store.fills(account, symbol, after, limit, before=before, newest_first=newest_first)
+
+    async def bars(self, symbol: str, interval_ms: int, start: int, to: int, before: int | None
+                   ) -> list[dict[str, Any]]:
+        await self._trades_caught_up()
+        return await self._store.bars(symbol, interval_ms, start, to, before=before)
+
+    async def _trades_caught_up(self) -> None:
+        """Wait until SQLite holds every durable trade, so a read never misses a fill that was answered."""
+        try:
+            await self._trade_writer.caught_up(self._feed.durable_seq, DURABLE_WAIT)
+        except TimeoutError:
+            why = self._trade_writer.error or "it is behind"
+            raise Unavailable(f"timed out waiting for SQLite to hold the latest trades ({why})") from None
+
+    # ------------------------------------------------------------------ the exchange's state
+
+    @property
+    def failed(self) -> str | None:
+        """Why the log failed, once it has: no command is taken after that."""
+        return self._sequencer.failed
+
+    @property
+    def durable_seq(self) -> int:
+        return self._feed.durable_seq
+
+    @property
+    def sequenced(self) -> int:
+        """The last sequence number given out (durable or not)."""
+        return self._sequencer.seq
+
+    @property
+    def durability(self) -> Durability:
+        return self._sequencer.durability
+
+    @property
+    def log_started(self) -> int | None:
+        """The time on the log's first record, once durable: it names the exchange across restarts."""
+        return self._sequencer.log_started if self._feed.durable_seq >= 1 else None
+
+    @property
+    def trade_store_error(self) -> str | None:
+        """Why SQLite is not taking trades, while it is not (orders still flow)."""
+        return self._trade_writer.error
+
+    def metrics(self) -> ExchangeMetrics:
+        stats = self._sequencer.stats
+        return ExchangeMetrics(
+            queue_depth=self._sequencer.queue_depth, commands=stats.commands, batches=stats.batches,
+            orders=self._engine.next_order_id - 1, trades=self._engine.next_trade_id - 1,
+            durable_seq=self._feed.durable_seq, subscribers=len(self._feed.subscribers),
+            resyncs=self._feed.stats_resyncs, buffered_bytes=sum(s.buffered for s in self._feed.subscribers),
+            log_failed=bool(self._sequencer.failed), batch_bounds=Stats.BATCH_BUCKETS,
+            batch_sizes=list(stats.batch_sizes), sync_bounds_seconds=tuple(b / 1000 for b in Stats.SYNC_BUCKETS_MS),
+            sync_counts=list(stats.sync_hist), sync_seconds=stats.sync_seconds)
+
+    # ------------------------------------------------------------------ the feed
+
+    def attach(self, closer: Callable[[int, bytes], None]) -> Subscriber:
+        """A new subscriber for one connection; `closer` closes that connection with a code and reason."""
+        sub = Subscriber(self._feed, closer)
+        self._feed.attach(sub)
+        return sub
+
+    def detach(self, sub: Subscriber) -> None:
+        self._feed.detach(sub)
+
+    def subscribe(self, sub: Subscriber, symbol: str) -> None:
+        self._feed.subscribe(sub, symbol)
+
+    def unsubscribe(self, sub: Subscriber, symbol: str) -> None:
+        self._feed.unsubscribe(sub, symbol)
+
+    def authenticate(self, sub: Subscriber, account: str | None, updates: bool = True) -> None:
+        """Name the connection's account (None signs it out); with `updates` it also gets its orders' changes."""
+        self._feed.authenticate(sub, account, updates)
+
+    # ------------------------------------------------------------------ stopping
+
+    async def stop(self) -> None:
+        """The sequencer first (it finishes the batch in flight), then the trades it handed over."""
+        await self._sequencer.stop()
+        await self._trade_writer.stop()
+

@@ -1,0 +1,144 @@
+"""Bringing an exchange up from its data directory: the log replayed into the engine, SQLite brought in
+line with the log, the durable mirror loaded, the sequencer and the trade writer started."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tickflow.core.engine import Engine
+from tickflow.net.exchange.fanout import Feed
+from tickflow.net.exchange.mirror import RECENT_TRADES
+from tickflow.net.exchange.sequencer import Durability, Sequencer
+from tickflow.net.exchange.service import ExchangeService
+from tickflow.net.exchange.trade_writer import TradeWriter
+from tickflow.store.datadir import TRADES_FILE, WAL_FILE, how_to_fix
+from tickflow.store.log.wal import CorruptLog, Wal
+from tickflow.store.recovery import Recovery, recover
+from tickflow.store.trades import TradeStore
+
+log = logging.getLogger("tickflow")
+
+CATCH_UP_CHUNK = 10_000
+"""Trades inserted into SQLite per statement while it catches up with the log."""
+
+
+class StartupError(Exception):
+    """The exchange cannot start; the message says why and what to do."""
+
+
+@dataclass
+class Started:
+    """A running exchange and how it came back."""
+
+    service: ExchangeService
+    recovery: Recovery
+
+
+async def start_exchange(data: Path, durability: Durability | str, ws_buffer: int,
+                         stack: contextlib.AsyncExitStack) -> Started:
+    """Recover the exchange in `data` (locked by the caller) and start it; `stack` stops and closes it."""
+    wal_path = data / WAL_FILE
+    try:
+        wal = Wal.open(str(wal_path))
+    except OSError as e:
+        raise StartupError(f"cannot open the log {wal_path} to read and append to it: {e.strerror or e}. "
+                           f"{how_to_fix(e)}") from None
+    stack.callback(wal.close)
+    store = await _open_store(data / TRADES_FILE)
+    stack.push_async_callback(store.close)
+    engine = Engine()
+    recovery = await _recover(wal, wal_path, engine, store, data)
+
+    feed = Feed(max(1, ws_buffer))
+    for symbol in engine.books:
+        bids, asks = engine.depth(symbol)
+        book = engine.books[symbol]
+        feed.load(symbol, book.seq, [book.change(level) for level in bids],
+                  [book.change(level) for level in asks], await store.recent(symbol, RECENT_TRADES))
+    feed.mirror.durable.advance(engine.last_seq)
+
+    _settle_gc()
+    sequencer = Sequencer(engine, wal, durability, log_started=recovery.first_ts)
+    writer = TradeWriter(store, engine.last_seq)
+    sequencer.listeners += [feed.publish, writer.publish]
+    service = ExchangeService(engine, sequencer, feed, store, writer)
+    await sequencer.start()
+    writer.start()
+    stack.push_async_callback(service.stop)
+    return Started(service, recovery)
+
+
+async def _recover(wal: Wal, wal_path: Path, engine: Engine, store: TradeStore, data: Path) -> Recovery:
+    """Replay the log into `engine`, then make SQLite hold exactly the log's trades."""
+    stored = await store.max_trade_id()
+    # Trade ids run 1, 2, 3, ...: a store holding fewer rows than its highest id has gaps (a failed
+    # write, a hand edit), and then every trade is offered again; otherwise only those after it.
+    stored_count = await store.count()
+    stored_whole = stored_count == stored
+    if not stored_whole:
+        log.warning("the trade store has gaps (%d trades, highest id %d): re-inserting every trade from the log",
+                    stored_count, stored)
+    after = stored if stored_whole else 0
+    try:
+        recovery = recover(wal, engine, keep_trades_after=after)
+    except CorruptLog as e:
+        raise StartupError(str(e)) from None
+    except OSError as e:
+        raise StartupError(f"cannot repair or sync the log {wal_path}: {e.strerror or e}") from None
+    # A cut tail is worth a warning even in --quiet; a clean replay is routine.
+    log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)
+    last_trade = engine.next_trade_id - 1
+    if recovery.records == 0 and stored > 0:
+        raise StartupError(
+            f"the log {wal_path} is missing or empty, but {data / TRADES_FILE} holds {stored_count} trades: "
+            f"refusing to start a new exchange over them. Restore the log, or move {TRADES_FILE} aside to "
+            "start afresh")
+    if stored > last_trade:  # the log was cut or replaced: SQLite must not show trades it does not hold
+        removed = await store.delete_after(last_trade)
+        log.warning("removed %d trades from SQLite that the log does not hold (it ends at trade %d)",
+                    removed, last_trade)
+    missing = recovery.trades
+    if missing:
+        before = await store.count()
+        for start in range(0, len(missing), CATCH_UP_CHUNK):
+            await store.insert(missing[start:start + CATCH_UP_CHUNK])
+        log.warning("brought SQLite in line with the log: %d trades inserted", await store.count() - before)
+    return recovery
+
+
+async def _open_store(path: Path) -> TradeStore:
+    """The trade store; a damaged one is set aside and rebuilt, since the log holds every trade."""
+    try:
+        return await TradeStore.open(str(path))
+    except sqlite3.Error as e:
+        damaged = getattr(e, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or \
+            str(e).startswith("integrity check")
+        if not damaged:  # a full disk, a directory in the way, no permission: nothing to rebuild from here
+            raise StartupError(f"cannot open the trade store {path}: {e}") from None
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{path}{suffix}")
+            if part.exists():
+                part.rename(f"{aside}{suffix}")
+        log.warning("the trade store %s is damaged (%s): moved it to %s; rebuilding it from the log", path, e, aside)
+        try:
+            return await TradeStore.open(str(path))
+        except sqlite3.Error as again:
+            raise StartupError(f"cannot create the trade store {path}: {again}") from None
+
+
+def _settle_gc() -> None:
+    """Keep the cyclic GC off the replayed state and out of the request path.
+
+    The replayed books and order table are frozen out of every later collection, and the young
+    generation is collected every 10,000 net allocations rather than 700, so that collections under
+    load are few and short (docs/decisions.md)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)

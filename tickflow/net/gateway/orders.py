@@ -1,0 +1,87 @@
+"""HTTP order entry and the caller's own orders: place, cancel, cancel all, amend, read, list open."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from aiohttp import web
+
+from tickflow.core.types import Command, Outcome, Reason
+from tickflow.net.exchange.service import BadCommand, ExchangeService, SequencerStopped
+from tickflow.net.gateway import inputs
+from tickflow.net.gateway.context import GATEWAY
+from tickflow.net.gateway.responses import json_response
+from tickflow.net.wire import answers, requests
+from tickflow.net.wire.answers import encode
+from tickflow.net.wire.errors import BadRequest, brief, cut
+
+
+async def execute(service: ExchangeService, command: Command,
+                  answer: Callable[[Outcome], tuple[int, bytes]] = answers.answer) -> tuple[int, bytes]:
+    """Sequence a command: the status and JSON body that HTTP and WebSocket order entry both answer."""
+    try:
+        return answer(await service.submit(command))
+    except SequencerStopped as e:
+        return 503, encode({"error": f"not accepting orders: {e}"})
+    except BadCommand as e:  # validation should have caught it; still the caller's input, never logged
+        return 400, encode({"error": str(e)})
+
+
+async def post_order(request: web.Request) -> web.Response:
+    service = request.app[GATEWAY].service
+    account = inputs.account(request)
+    command = requests.new_order(account, await inputs.body(request), service.order_symbols)
+    status, body = await execute(service, command)
+    return json_response(body, status)
+
+
+async def delete_order(request: web.Request) -> web.Response:
+    service = request.app[GATEWAY].service
+    account = inputs.account(request)
+    command = requests.cancel(account, requests.order_id(request.match_info["order_id"]))
+    status, body = await execute(service, command)
+    return json_response(body, status)
+
+
+async def cancel_orders(request: web.Request) -> web.Response:
+    """DELETE /orders?symbol=S&side=buy: every open order of the caller's (in S, on that side) at once."""
+    service = request.app[GATEWAY].service
+    account = inputs.account(request)
+    query = request.query
+    if len(query) != len(set(query)):
+        name = next(k for k in query if len(query.getall(k)) > 1)
+        raise BadRequest(f"{brief(name)} is given more than once", cut(name))
+    command = requests.cancel_all(account, dict(query), service.order_symbols, "query parameters")
+    status, body = await execute(service, command, answers.answer_cancel_all)
+    return json_response(body, status)
+
+
+async def patch_order(request: web.Request) -> web.Response:
+    service = request.app[GATEWAY].service
+    account = inputs.account(request)
+    order_id = requests.order_id(request.match_info["order_id"])
+    command = requests.amend(account, order_id, await inputs.body(request))
+    status, body = await execute(service, command)
+    return json_response(body, status)
+
+
+async def get_order(request: web.Request) -> web.Response:
+    service = request.app[GATEWAY].service
+    account = inputs.account(request)
+    order_id = requests.order_id(request.match_info["order_id"])
+    state = await service.order_state(account, order_id)
+    if state is None:
+        status, body = answers.refusal(Reason.UNKNOWN_ORDER)
+        return json_response(body, status)
+    return json_response(state)
+
+
+async def list_orders(request: web.Request) -> web.Response:
+    service = request.app[GATEWAY].service
+    account = inputs.account(request)
+    query = dict(request.query)
+    if query.pop("status", "open") != "open":
+        raise BadRequest("status must be 'open'", "status")
+    wanted = requests.order_filter(query, service.order_symbols, "query parameters",
+                                   "GET /orders takes status=open, symbol and side, all optional")
+    return json_response({"orders": await service.open_orders(account, wanted.symbol, wanted.side)})

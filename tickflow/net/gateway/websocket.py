@@ -1,0 +1,253 @@
+"""The WebSocket endpoint: one connection's sign-in, subscriptions and order entry correlated by id, and
+the writer that drains its subscriber's buffers into the socket."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import msgspec
+from aiohttp import WSMsgType, web
+
+from tickflow.core.types import CancelAll
+from tickflow.net.exchange.service import Subscriber
+from tickflow.net.gateway.context import GATEWAY, Gateway
+from tickflow.net.gateway.orders import execute
+from tickflow.net.gateway.responses import error
+from tickflow.net.wire import answers, requests
+from tickflow.net.wire.answers import encode
+from tickflow.net.wire.errors import BadRequest, brief, cut
+from tickflow.net.wire.limits import MAX_BODY, MAX_WS_ID, MAX_WS_IN_FLIGHT
+
+log = logging.getLogger("tickflow.net.gateway")
+
+
+async def websocket(request: web.Request) -> web.StreamResponse:
+    ex = request.app[GATEWAY]
+    if ex.websockets >= ex.max_websockets:
+        ex.counters["ws_refused"] += 1
+        response = error(503, f"too many WebSocket connections ({ex.websockets} open, the server's limit): "
+                               "try again later")
+        response.headers["Retry-After"] = "5"
+        return response
+    ex.websockets += 1
+    try:
+        return await _websocket(request, ex)
+    finally:
+        ex.websockets -= 1
+
+
+async def _websocket(request: web.Request, ex: Gateway) -> web.WebSocketResponse:
+    # aiohttp refuses a message of max_msg_size bytes or more; HTTP bodies may be MAX_BODY bytes.
+    ws = web.WebSocketResponse(max_msg_size=MAX_BODY + 1, heartbeat=30.0)
+    await ws.prepare(request)
+    transport = request.transport
+
+    def close(code: int, why: bytes) -> None:
+        asyncio.ensure_future(_drop(ws, transport, code, why))
+
+    sub = ex.service.attach(close)
+    ex.open_sockets.add(ws)
+    writer = asyncio.create_task(write_loop(sub, ws))
+    session = _WsSession(ex, sub)
+    token = request.query.get("token")
+    if token is not None:
+        flags = {"true": True, "false": False}
+        updates = request.query.get("updates", "true")
+        cancel = request.query.get("cancelOnDisconnect", "false")
+        session.auth(token, flags.get(updates, updates), flags.get(cancel, cancel))
+    try:
+        async for msg in ws:
+            ex.counters["ws_messages"] += 1
+            if msg.type is WSMsgType.TEXT:
+                try:
+                    session.handle(msg.data)
+                except Exception:  # a bug must cost one message, not the connection (or a 500 into it)
+                    log.exception("unhandled error in a WebSocket message")
+                    session.error("internal error handling the message")
+            elif msg.type is WSMsgType.BINARY:
+                session.error("binary frames are not supported: send JSON text")
+            elif msg.type is WSMsgType.ERROR:
+                break
+    finally:
+        ex.open_sockets.discard(ws)
+        ex.service.detach(sub)
+        writer.cancel()
+        session.disconnected()
+    return ws
+
+
+async def write_loop(sub: Subscriber, ws: web.WebSocketResponse) -> None:
+    """Drain one subscriber's buffers into its socket; only this connection waits on its socket."""
+    send = ws.send_frame
+    text = WSMsgType.TEXT
+    try:
+        while not sub.closed:
+            await sub.wake.wait()
+            sub.wake.clear()
+            while (message := sub.next_message()) is not None:
+                # Encoded once as UTF-8 JSON bytes, shared by every subscriber, sent as a text frame.
+                # send_frame only suspends when the transport is over its high-water mark.
+                sub.blocked = True
+                if isinstance(message, tuple):  # a message in parts: nothing comes between them
+                    for part in message:
+                        await send(part, text)
+                else:
+                    await send(message if isinstance(message, bytes) else message.encode(), text)
+                sub.blocked = False
+                sub.sent += 1
+    except (ConnectionError, RuntimeError, asyncio.CancelledError):
+        pass
+    finally:
+        sub.closed = True
+
+
+async def _drop(ws: web.WebSocketResponse, transport: asyncio.Transport | None, code: int, why: bytes) -> None:
+    """Close with `code`; a peer that does not read cannot take the close frame either, so abort."""
+    try:
+        await asyncio.wait_for(ws.close(code=code, message=why), 1.0)
+    except (asyncio.TimeoutError, ConnectionError, RuntimeError):
+        pass
+    if transport is not None:
+        transport.abort()
+
+
+class _WsSession:
+    """One connection's requests: auth, subscriptions and order entry correlated by id."""
+
+    def __init__(self, ex: Gateway, sub: Subscriber) -> None:
+        self.ex = ex
+        self.sub = sub
+        self.in_flight = 0
+        self.cancel_on_disconnect: str | None = None
+        """The account whose open orders are all cancelled when this connection goes away."""
+
+    def error(self, message: str, **extra: Any) -> None:
+        self.sub.reply(encode({"type": "error", "error": message, **extra}))
+
+    def auth(self, token: Any, updates: Any = True, cancel_on_disconnect: Any = False) -> None:
+        """Sign the connection in; a failed attempt leaves it signed out, never as the account it had,
+        and disarms cancel on disconnect (which belongs to a sign-in)."""
+        account = self.ex.account(token) if isinstance(token, str) else None
+        if account is None or not isinstance(updates, bool) or not isinstance(cancel_on_disconnect, bool):
+            if self.sub.account is not None:
+                self.ex.service.authenticate(self.sub, None)
+            self.cancel_on_disconnect = None
+            if account is None:
+                self.error("unknown token", op="auth")
+            elif not isinstance(updates, bool):
+                self.error("updates must be true or false", op="auth", field="updates")
+            else:
+                self.error("cancelOnDisconnect must be true or false", op="auth", field="cancelOnDisconnect")
+            return
+        self.ex.service.authenticate(self.sub, account, updates)
+        self.cancel_on_disconnect = account if cancel_on_disconnect else None
+        self.sub.reply(encode({"type": "auth", "account": account, "updates": updates,
+                               "cancelOnDisconnect": cancel_on_disconnect}))
+
+    def disconnected(self) -> None:
+        """The connection is gone: with cancel on disconnect armed, cancel its account's open orders.
+        Not when the server is stopping: it closed the connection, and the orders stay for the restart."""
+        account = self.cancel_on_disconnect
+        if account is None or self.ex.closing:
+            return
+        self.ex.counters["cancel_on_disconnect"] += 1
+        log.info("a WebSocket of %s with cancel on disconnect closed: cancelling its open orders", account)
+        task = asyncio.ensure_future(self._cancel_all_of(account))
+        self.ex.chores.add(task)
+        task.add_done_callback(self.ex.chores.discard)
+
+    async def _cancel_all_of(self, account: str) -> None:
+        status, body = await execute(self.ex.service, CancelAll(account), answers.answer_cancel_all)
+        if status != 200:  # nobody waits for this answer: the operator is told instead
+            log.error("cancel on disconnect of %s was not carried out (%d): %s", account, status,
+                      body.decode(errors="replace"))
+
+    def handle(self, raw: str) -> None:
+        try:
+            message = requests.decode_json(raw)
+        except BadRequest as e:
+            self.error(e.message, **({"field": e.field} if e.field else {}))
+            return
+        if not isinstance(message, dict):
+            self.error("expected a JSON object with an 'op'")
+            return
+        op = message.pop("op", None)
+        if op == "ping":
+            self.sub.reply(b'{"type":"pong"}')
+        elif op == "auth":
+            self.auth(message.get("token"), message.get("updates", True), message.get("cancelOnDisconnect", False))
+        elif op in ("subscribe", "unsubscribe"):
+            self.subscription(op, message.get("symbols"))
+        elif op in ("order", "cancel", "amend", "cancelAll"):
+            self.request(op, message)
+        else:
+            self.error(f"unknown op {brief(op)}: expected auth, subscribe, unsubscribe, order, cancel, "
+                       "amend, cancelAll, ping")
+
+    def subscription(self, op: str, symbols: Any) -> None:
+        service = self.ex.service
+        if not isinstance(symbols, list) or not symbols or not all(isinstance(s, str) for s in symbols):
+            self.error("symbols must be a non-empty list of symbol names", op=op)
+            return
+        unknown = [s for s in symbols if s not in service.book_symbols]
+        if unknown:
+            self.error(f"unknown symbols: {', '.join(brief(s) for s in unknown[:10])}", op=op, field="symbols")
+            return
+        for symbol in dict.fromkeys(symbols):
+            if op == "subscribe":
+                service.subscribe(self.sub, symbol)
+            else:
+                service.unsubscribe(self.sub, symbol)
+
+    def request(self, op: str, message: dict[str, Any]) -> None:
+        request_id = message.pop("id", None)
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            self.error("every order, cancel, amend and cancelAll needs an 'id' (string or integer)", op=op)
+            return
+        too_long = len(request_id) > MAX_WS_ID if isinstance(request_id, str) else not -(1 << 63) <= request_id < 1 << 63
+        if too_long:
+            self.error(f"an 'id' is a string of at most {MAX_WS_ID} characters or a 64-bit integer", op=op)
+            return
+        if self.sub.account is None:
+            self._result(request_id, 401, encode({"error": "authenticate first: {\"op\": \"auth\", \"token\": ...}"}))
+            return
+        if self.in_flight >= MAX_WS_IN_FLIGHT:
+            self._result(request_id, 429, encode({"error": f"more than {MAX_WS_IN_FLIGHT} requests in flight"}))
+            return
+        try:
+            command = self._command(op, self.sub.account, message)
+        except BadRequest as e:
+            self._result(request_id, e.status, encode(e.body()))
+            return
+        self.in_flight += 1
+        asyncio.ensure_future(self._submit(request_id, command))
+
+    def _command(self, op: str, account: str, message: dict[str, Any]) -> Any:
+        if op == "order":
+            return requests.new_order(account, message, self.ex.service.order_symbols)
+        if op == "cancelAll":
+            return requests.cancel_all(account, message, self.ex.service.order_symbols)
+        order_id = requests.order_id_field(message.pop("orderId", None))
+        if op == "cancel":
+            if message:
+                names = list(message)
+                raise BadRequest(f"unknown fields for cancel: {', '.join(brief(k) for k in names[:10])}",
+                                 cut(names[0]))
+            return requests.cancel(account, order_id)
+        return requests.amend(account, order_id, message)
+
+    async def _submit(self, request_id: str | int, command: Any) -> None:
+        try:
+            answer = answers.answer_cancel_all if type(command) is CancelAll else answers.answer
+            status, body = await execute(self.ex.service, command, answer)
+        except Exception:
+            log.exception("order entry over WebSocket failed")
+            status, body = 500, encode({"error": "internal error"})
+        finally:
+            self.in_flight -= 1
+        self._result(request_id, status, body)
+
+    def _result(self, request_id: str | int, status: int, body: bytes) -> None:
+        self.sub.reply(encode({"type": "result", "id": request_id, "status": status, "body": msgspec.Raw(body)}))

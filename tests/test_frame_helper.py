@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers.logs import commands, payloads, write_log
 
-import tickflow.store.log.wal as wal_module
+import tickflow.store.log.helpers as log_helpers
 from tickflow.store.log import frames
 from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Record
@@ -111,7 +111,7 @@ def test_corruption_is_refused_at_the_same_offset_with_the_file_unchanged(
 
 def replay_with_helper(path: str, script: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict[str, object]]:
     """Replay with `script` as the framing helper: the records it framed, and what else came of it."""
-    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(script))
+    monkeypatch.setattr(log_helpers, "FRAME_HELPER", str(script))
     result = replay(path, True, monkeypatch)
     return result.pop("framed_elsewhere"), result  # type: ignore[return-value]
 
@@ -121,7 +121,7 @@ def test_the_replay_completes_when_the_helper_cannot_start_or_dies_part_way(
     path, _ = long_log
     here = replay(path, False, monkeypatch)
     del here["framed_elsewhere"]
-    frames_dir = os.path.dirname(wal_module.FRAME_HELPER)
+    frames_dir = os.path.dirname(log_helpers.FRAME_HELPER)
     assert replay_with_helper(path, tmp_path / "no such helper.py", monkeypatch) == (0, here)
     # A helper that sends the first batch, half of the second, and dies.
     dying = tmp_path / "dying_helper.py"
@@ -215,7 +215,7 @@ def test_a_batch_that_does_not_match_the_bytes_is_not_believed_or_refuses(
     junk = lying_helper(tmp_path, (
         "first, ps = batches[0]\n"
         "send_batch(first, len(ps), b''.join(ps) + b'\\xee' * 50)\n"))
-    monkeypatch.setattr(wal_module, "FRAME_HELPER", str(junk))
+    monkeypatch.setattr(log_helpers, "FRAME_HELPER", str(junk))
     result = replay(path, True, monkeypatch)
     assert "framing helper" in result["corrupt"][1] and result["file"] is True
 

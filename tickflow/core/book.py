@@ -184,7 +184,3 @@ class Book:
 
     def change(self, level: Level) -> LevelChange:
         return LevelChange(self.symbol, level.side, level.price, level.qty, level.count)
-
-    def is_crossed(self) -> bool:
-        bid, ask = self.bids.best(), self.asks.best()
-        return bid is not None and ask is not None and bid.price >= ask.price

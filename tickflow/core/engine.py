@@ -19,57 +19,20 @@ from typing import Any, Iterable, Iterator
 import msgspec
 
 from tickflow.core.book import NO_LIMIT, Book, BookSide, Level, Order
+from tickflow.core.orders import NO_FILLS, rejection, same_order, state_of, unfilled_reason
 from tickflow.core.types import (
-    MAX_PRICE,
-    MAX_QTY,
-    AddSymbol,
-    Amend,
-    Cancel,
-    CancelAll,
-    Command,
-    Fill,
-    LevelChange,
-    MakerFill,
-    NewOrder,
-    OrderState,
-    Outcome,
-    Reason,
-    Status,
-    Trade,
+    MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, Fill, LevelChange, MakerFill, NewOrder,
+    OrderState, Outcome, Reason, Status, Trade
 )
 
-# The one empty list that outcomes and results without trades, level changes, updates or fills
-# share (two fresh lists per command cost a measurable share of it). Nothing may append to it: the
-# engine never changes a list it has returned, and an outcome is read-only to its consumers.
-_EMPTY: list[Any] = []
+# Shared by every outcome without trades, level changes or updates: the engine never changes a list it
+# has returned, and an outcome is read-only to its consumers.
+_EMPTY: list[Any] = NO_FILLS
 _SELF_TRADE = Reason.SELF_TRADE
 _NO_TRADE_ID = 1 << 63
 """Above every trade id."""
 QUIET = Outcome(0, None, None, _EMPTY, _EMPTY, _EMPTY)
 """What `apply` returns while the engine replays quietly (see `Engine.replaying`): no answer was built."""
-
-
-def state_of(order: Order, fills: list[Fill] = _EMPTY) -> OrderState:
-    """The public view of an order, with the fills the current command made."""
-    return OrderState(
-        order.order_id,
-        order.client_order_id,
-        order.account,
-        order.symbol,
-        order.side,
-        order.type,
-        order.price,
-        order.qty,
-        order.tif,
-        order.post_only,
-        order.status,
-        order.filled,
-        order.qty - order.filled,
-        fills,
-        order.reason,
-        order.seq,
-        order.ts,
-    )
 
 
 class Engine:
@@ -78,16 +41,14 @@ class Engine:
     def __init__(self, symbols: Iterable[str] = ()) -> None:
         self.books: dict[str, Book] = {s: Book(s) for s in symbols}
         # Every new order, whatever became of it, takes the next id and is kept here at that index
-        # (ids are dense, so a list beats a dict: cheaper to grow, a fifth of the memory).
+        # (ids are dense, so a list beats a dict: cheaper to grow, and smaller).
         self.orders: list[Order | None] = [None]
         self.open_orders: defaultdict[str, dict[int, Order]] = defaultdict(dict)
         # (account, clientOrderId) -> the order's first answer. That answer repeats every field of
-        # the order as sent, so a retry is compared with it: keeping the command too cost a third
-        # of the memory an order with a clientOrderId holds.
+        # the order as sent, so a retry is compared with it, and the command need not be kept.
         self.idempotency: dict[tuple[str, str], OrderState] = {}
         # One string object per account name, shared by its orders that rest or trade (a rejected one
-        # keeps the command's): each decoded record and each request brings a fresh copy, and a
-        # million orders kept their own (a third of replay's memory per record in bench/bench_log.py).
+        # keeps the command's): each decoded record and each request brings a fresh copy.
         self.accounts: dict[str, str] = {}
         self.next_trade_id = 1
         self.last_seq = 0
@@ -146,7 +107,7 @@ class Engine:
         tif = cmd.tif
         book = self.books.get(symbol)
         if book is None or not 0 < qty <= MAX_QTY or cmd.post_only and (type_ != "limit" or tif != "gtc"):
-            return self._unfilled(seq, ts, cmd, order_id, "rejected", _rejection(cmd, book))
+            return self._unfilled(seq, ts, cmd, order_id, "rejected", rejection(cmd, book))
         side = cmd.side
         # `key` is the limit as a key of the opposite side's heap (see BookSide): asks are keyed
         # by price, bids by -price, so "crosses" is always "key of the best level <= key".
@@ -168,7 +129,7 @@ class Engine:
         if not heap or heap[0] > key:
             # Nothing to trade with: the common case, a limit order that just rests.
             if tif != "gtc" or type_ != "limit":
-                return self._unfilled(seq, ts, cmd, order_id, "cancelled", _unfilled_reason(type_, tif))
+                return self._unfilled(seq, ts, cmd, order_id, "cancelled", unfilled_reason(type_, tif))
             order = Order(order_id, coid, account, symbol, side, type_, price, qty, tif, cmd.post_only,
                           0, "new", None, seq, ts, True)
             self.orders.append(order)
@@ -195,10 +156,10 @@ class Engine:
             return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.POST_ONLY_WOULD_TAKE)
         if tif == "fok" and not self._fok_fillable(opposite, account, qty, key):
             return self._unfilled(seq, ts, cmd, order_id, "cancelled", Reason.FOK_NOT_FILLED)
-        # Quietly, the fills are still needed for the first answer of an order with a clientOrderId.
-        quiet = self.quiet and coid is None
+        # While replaying, the fills are still needed for the first answer of an order with a clientOrderId.
+        no_answer = self.quiet and coid is None
         left, fills, trades, updates, changes = self._match(
-            opposite, key, symbol, account, order_id, qty, seq, ts, quiet)
+            opposite, key, symbol, account, order_id, qty, seq, ts, no_answer)
         filled = qty - left
         reason = None
         rests = False
@@ -218,12 +179,12 @@ class Engine:
         if rests:
             self.open_orders[account][order_id] = order
             level = book.rest(order)
-            if not quiet:
+            if not no_answer:
                 changes.append(book.change(level))
         if self.quiet:
             if trades:
                 self._keep(trades)
-            if quiet:
+            if no_answer:
                 return QUIET
         result = OrderState(order_id, coid, account, symbol, side, type_, price, qty, tif, cmd.post_only,
                             status, filled, left, fills, reason, seq, ts)  # type: ignore[arg-type]
@@ -235,8 +196,6 @@ class Engine:
 
     def _apply_other(self, seq: int, ts: int, command: Command) -> Outcome:
         kind = type(command)
-        if kind is Cancel:
-            return self._cancel(seq, ts, command)  # type: ignore[arg-type]
         if kind is Amend:
             return self._amend(seq, ts, command)  # type: ignore[arg-type]
         if kind is CancelAll:
@@ -399,12 +358,12 @@ class Engine:
 
     def _match(
         self, opposite: BookSide, key: int, symbol: str, account: str, order_id: int, want: int,
-        seq: int, ts: int, quiet: bool,
+        seq: int, ts: int, no_answer: bool,
     ) -> tuple[int, list[Fill], list[Trade], list[OrderState | MakerFill], list[LevelChange]]:
         """Trade `want` of an incoming order against `opposite` while its best key is <= `key`.
 
         Returns the quantity left unfilled, the incoming order's fills, the trades, the resting
-        orders changed and the levels changed. `quiet` (a replay that builds no answer) leaves
+        orders changed and the levels changed. `no_answer` (a replay that builds no answer) leaves
         the fills, the orders changed and the levels changed empty, and keeps only the trades
         with ids above the engine's `_keep_trades_after`."""
         fills: list[Fill] = []
@@ -418,7 +377,7 @@ class Engine:
         buying = resting_side == "sell"
         open_orders = self.open_orders
         trade_id = self.next_trade_id
-        keep_after = self._keep_trades_after if quiet else 0
+        keep_after = self._keep_trades_after if no_answer else 0
         status: Status
         while heap and heap[0] <= key:
             level = levels[heap[0] * sign]
@@ -438,7 +397,7 @@ class Engine:
                     level.qty -= left
                     level.count -= 1
                     self._close(maker, "cancelled", _SELF_TRADE, seq, ts)
-                    if not quiet:
+                    if not no_answer:
                         updates.append(state_of(maker))
                     continue
                 if left <= want:
@@ -465,12 +424,12 @@ class Engine:
                     else:
                         trades.append(Trade(trade_id, symbol, price, n, maker_id, order_id,
                                             maker_account, account, "sell", seq, ts))
-                if not quiet:
+                if not no_answer:
                     fill = Fill(trade_id, price, n, "taker")
                     fills.append(fill)
                     updates.append((maker, maker.qty, status, filled, fill, seq, ts))
                 trade_id += 1
-            if not quiet:
+            if not no_answer:
                 changes.append(LevelChange(symbol, resting_side, price, level.qty, level.count))
             if not level.count:
                 opposite.drop(level)
@@ -550,34 +509,6 @@ class Engine:
         for key in sorted(self.idempotency):
             h.update(enc.encode([key, self.idempotency[key]]))
         return h.hexdigest()
-
-
-def same_order(first: OrderState, command: NewOrder) -> bool:
-    """True when `command` is the order that was first answered with `first` (same account and id assumed)."""
-    return (first.symbol == command.symbol and first.side == command.side and first.type == command.type
-            and first.price == command.price and first.qty == command.qty and first.tif == command.tif
-            and first.post_only == command.post_only)
-
-
-def _unfilled_reason(type_: str, tif: str) -> str:
-    """Why an order that found nothing to trade with did not rest."""
-    if tif == "fok":
-        return Reason.FOK_NOT_FILLED
-    return Reason.IOC_REMAINDER if type_ == "limit" else Reason.NO_LIQUIDITY
-
-
-def _rejection(cmd: NewOrder, book: Book | None) -> str:
-    """Why a new order breaks the book's rules before matching (the post-only cross aside)."""
-    if book is None:
-        return Reason.UNKNOWN_SYMBOL
-    if not 0 < cmd.qty <= MAX_QTY:
-        return Reason.BAD_QTY
-    if cmd.type == "limit":
-        if not 0 < cmd.price <= MAX_PRICE:
-            return Reason.BAD_PRICE
-    elif cmd.price != 0:
-        return Reason.BAD_PRICE
-    return Reason.BAD_ORDER
 
 
 def _by_id(order: Order) -> int:

@@ -352,6 +352,19 @@ def update_readme(table: list[str]) -> None:
     readme.write_text(head + README_START + "\n" + "\n".join(table) + "\n" + README_END + tail)
 
 
+HAND_START = "<!-- by hand: kept as it is by bench/results.py -->"
+HAND_END = "<!-- end by hand -->"
+
+
+def write_page(out: Path, text: str) -> None:
+    """Write the page, keeping its hand-measured part (between HAND_START and HAND_END) at its end."""
+    old = out.read_text() if out.exists() else ""
+    start, end = old.find(HAND_START), old.find(HAND_END)
+    if 0 <= start < end:
+        text = text.rstrip("\n") + "\n\n" + old[start:end + len(HAND_END)] + "\n"
+    out.write_text(text)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes: check the pipeline, not the figures")
@@ -363,7 +376,7 @@ def main() -> None:
     if args.render:
         saved = json.loads(Path(args.render).read_text())
         saved["chart"] = chart(saved, Path(args.out).with_name("results.png"))
-        Path(args.out).write_text(render(saved, saved.get("commands", [])))
+        write_page(Path(args.out), render(saved, saved.get("commands", [])))
         update_readme(latency_table(saved))
         return
     q = args.quick
@@ -414,7 +427,7 @@ def main() -> None:
     Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=1))  # before anything can fail
     results["chart"] = chart(results, Path(args.out).with_name("results.png"))
     text = render(results, commands)
-    Path(args.out).write_text(text)
+    write_page(Path(args.out), text)
     Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=1))
     if not q:
         update_readme(latency_table(results))

@@ -5,8 +5,8 @@ from the record, so replaying the same log gives the same books and the same res
 Business-rule failures are results, never exceptions: a bad command must not stop the sequencer.
 
 The new-order path is written out in one function on purpose: it runs for almost every command,
-and in CPython each helper call and attribute lookup on it costs a measurable share of the time
-(bench/bench_engine.py). Rarer paths (rejections, FOK, amend, queries) use the small helpers.
+and in CPython each helper call and attribute lookup on it costs a share of the time that
+bench/bench_engine.py can see. Rarer paths (rejections, FOK, amend, queries) use the small helpers.
 """
 
 from __future__ import annotations

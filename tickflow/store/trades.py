@@ -58,9 +58,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 # A whole batch in one statement: the rows arrive as one JSON array of trades (their wire form) and
 # SQLite unpacks it itself. executemany binds every row holding the GIL and releases it around every
-# step, so under load, with the event loop holding the GIL, the SQLite thread queued for it twice per
-# row: in a probe it managed about 3,000 rows/s beside a busy loop and slowed that loop by about 20%.
-# One statement takes the GIL once per batch. It costs SQLite about 1.5 us more per row, on its own thread.
+# step, so under load, with the event loop holding the GIL, the SQLite thread queues for it twice per
+# row and slows the loop; one statement takes the GIL once per batch, for a little more work in
+# SQLite's own thread (docs/decisions.md, "One INSERT per batch").
 INSERT_JSON_SQL: Final = """
 INSERT OR IGNORE INTO trades (trade_id, symbol, price, qty, buy_order_id, sell_order_id,
                               buy_account, sell_account, aggressor, seq, ts)
@@ -82,8 +82,8 @@ TRADES_SQL: Final = {
 
 # One pass over the covering index groups trades by bucket; open and close are the prices of the
 # bucket's lowest and highest trade_id, fetched by primary key (two lookups per bar, not per trade).
-# FIRST_VALUE/LAST_VALUE window functions give the same rows about 2.5x slower (bench/bench_bars.py):
-# they add a second sort and per-row window steps on top of the GROUP BY.
+# FIRST_VALUE/LAST_VALUE window functions give the same rows more slowly (bench/bench_bars.py measures
+# both): they add a second sort and per-row window steps on top of the GROUP BY.
 # TOTAL, not SUM, for price * qty: it cannot overflow (SUM raises), and is exact below 2**53.
 _BARS_TEMPLATE: Final = """
 SELECT t,

@@ -240,8 +240,9 @@ class Wal:
     """An append-only log file. `open` reads it; iterate `replay()` before appending."""
 
     FRAME_ELSEWHERE_FROM = 4 << 20
-    """Bytes of records from which a replay starts the framing helper (about 70,000 records; it
-    costs some 20 ms to start, and framing is about a sixth of a replay's work)."""
+    """Bytes of records from which a replay starts the framing helper: below it, starting an interpreter
+    costs more than the framing it would take off this process (docs/decisions.md, "Frame a long log
+    in a helper process")."""
     FRAME_HELPER_SILENCE = 10.0
     """Seconds without a byte from the framing helper after which this process frames the rest itself
     (a batch takes it milliseconds: one that says nothing for this long hangs)."""

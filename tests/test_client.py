@@ -351,7 +351,7 @@ async def test_another_server_at_the_address_is_followed_afresh(tmp_path: Path) 
             for _ in range(5):  # orders 1-10, trades 1-5: every id and seq the new server starts with
                 await moe.place_order("ACME", "sell", 1, 100)
                 await ws.place_order("ACME", "buy", 1, 100)
-            await wait_for(lambda: ws._last_trade.get("ACME") == 5)
+            await wait_for(lambda: ws.client_state.last_trade("ACME") == 5)
             old_seq, old_started = ws.last_seq, ws.log_started
             assert old_started is not None and old_started == (await moe.health()).log_started
             await asyncio.to_thread(first.kill)

@@ -78,7 +78,7 @@ def test_a_stale_answer_never_reopens_a_quote_its_fill_closed() -> None:
     def order(status: str, seq: int, order_id: int = 7) -> Order:
         return Order(order_id, "mm", "ACME", "sell", "limit", 5, status, price=100, seq=seq)
 
-    seen = maker.session._track  # what the session does with each update and each call's answer
+    seen = maker.session.client_state.orders.track  # what the session does with each update and each call's answer
     seen(order("filled", 12))
     seen(order("new", 11))  # the answer, read late
     assert 7 not in maker.open

@@ -1,4 +1,6 @@
-"""The WebSocket feed and order entry against a real server process (and the feed's parts on their own)."""
+"""The WebSocket feed and order entry against a real server process, and the fan-out's rules with no
+socket at all: `Subscriber` and `Feed` (tickflow/net/exchange/fanout.py) are sans-I/O, so the tests of
+parts, resyncs and buffers feed them outcomes and read what they queued."""
 
 from __future__ import annotations
 

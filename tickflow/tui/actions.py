@@ -3,19 +3,16 @@ and answers with a message, so the screen never waits on the network."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual import work
+from textual.app import App
 
 from tickflow.net.client import ApiError, NotConnected, Order, TickflowError
 from tickflow.tui import model as m
 from tickflow.tui.amend import AmendScreen
+from tickflow.tui.backend import Backend
 from tickflow.tui.messages import AllCancelled, OrderAnswered
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.ticket import OrderRequest, OrderTicket
-
-if TYPE_CHECKING:
-    from tickflow.tui.app import TickflowApp
 
 
 def explain(error: Exception, what: str = "order") -> str:
@@ -29,14 +26,31 @@ def explain(error: Exception, what: str = "order") -> str:
     return f"{type(error).__name__}: {error}"
 
 
-class OrderActions:
-    """Mixed into the app: the actions and workers that change orders."""
+class OrderActions(App[None]):
+    """The app's actions and workers that change orders: the app (app.py) derives from this class and
+    provides what is declared here, so this module needs nothing of app.py."""
 
-    def on_order_ticket_submit(self: TickflowApp, message: OrderTicket.Submit) -> None:
+    backend: Backend
+    market: m.Market
+
+    @property
+    def ready(self) -> bool:
+        """False while starting or closing, when the main screen's widgets are not there."""
+        raise NotImplementedError
+
+    def mark(self, *parts: str) -> None:
+        """Redraw these parts of the screen (model.BOOK, model.ORDERS, ...)."""
+        raise NotImplementedError
+
+    def action_goto(self, where: str) -> None:
+        """Move the focus to a panel: "ticket", "book", "orders" or "fills"."""
+        raise NotImplementedError
+
+    def on_order_ticket_submit(self, message: OrderTicket.Submit) -> None:
         self.send_order(message.request)
 
     @work(group="order-entry")
-    async def send_order(self: TickflowApp, req: OrderRequest) -> None:
+    async def send_order(self, req: OrderRequest) -> None:
         try:
             order = await self.backend.place_order(req.symbol, req.side, req.qty, req.price,  # type: ignore[arg-type]
                                                    tif=req.tif, post_only=req.post_only)  # type: ignore[arg-type]
@@ -45,10 +59,10 @@ class OrderActions:
         else:
             self.post_message(OrderAnswered("place", order))
 
-    def action_submit(self: TickflowApp) -> None:
+    def action_submit(self) -> None:
         self.query_one(OrderTicket).submit()
 
-    def _selected(self: TickflowApp, key: str) -> Order | None:
+    def _selected(self, key: str) -> Order | None:
         """The order chosen in My orders, only while My orders has the focus: from the book or the
         ticket, a stray key must not act on a row out of sight. Elsewhere it goes to My orders."""
         orders = self.query_one(MyOrders)
@@ -61,13 +75,13 @@ class OrderActions:
             self.notify("no open order to choose", severity="warning", timeout=3)
         return order
 
-    def action_cancel_selected(self: TickflowApp) -> None:
+    def action_cancel_selected(self) -> None:
         order = self._selected("c")
         if order is not None:
             self.market.asked.add(order.order_id)
             self._cancel(order.order_id)
 
-    def action_cancel_all(self: TickflowApp) -> None:
+    def action_cancel_all(self) -> None:
         symbol = self.market.symbol
         ids = [o.order_id for o in self.market.open_orders() if o.symbol == symbol]
         if ids:
@@ -77,7 +91,7 @@ class OrderActions:
             self.notify(f"no open orders in {symbol}", timeout=3)
 
     @work(group="order-entry")
-    async def _cancel_all(self: TickflowApp, symbol: str, ids: list[int]) -> None:
+    async def _cancel_all(self, symbol: str, ids: list[int]) -> None:
         """One command for all of them: nothing can trade between the first cancel and the last."""
         try:
             orders = await self.backend.cancel_all(symbol)
@@ -87,7 +101,7 @@ class OrderActions:
             self.post_message(AllCancelled(symbol, ids, orders))
 
     @work(group="order-entry")
-    async def _cancel(self: TickflowApp, order_id: int) -> None:
+    async def _cancel(self, order_id: int) -> None:
         try:
             order = await self.backend.cancel_order(order_id)
         except Exception as e:
@@ -95,7 +109,7 @@ class OrderActions:
         else:
             self.post_message(OrderAnswered("cancel", order, order_id=order_id))
 
-    def action_amend_selected(self: TickflowApp) -> None:
+    def action_amend_selected(self) -> None:
         order = self._selected("a")
         if order is None:
             return
@@ -107,7 +121,7 @@ class OrderActions:
         self.push_screen(AmendScreen(order), done)
 
     @work(group="order-entry")
-    async def amend(self: TickflowApp, order_id: int, change: dict[str, int]) -> None:
+    async def amend(self, order_id: int, change: dict[str, int]) -> None:
         try:
             order = await self.backend.amend_order(order_id, qty=change.get("qty"), price=change.get("price"))
         except Exception as e:
@@ -115,7 +129,7 @@ class OrderActions:
         else:
             self.post_message(OrderAnswered("amend", order))
 
-    def on_all_cancelled(self: TickflowApp, message: AllCancelled) -> None:
+    def on_all_cancelled(self, message: AllCancelled) -> None:
         self.market.asked.difference_update(message.asked)
         if not self.ready:
             return
@@ -130,7 +144,7 @@ class OrderActions:
             f"no {message.symbol} order was open any more"
         self.notify(f"cancel all: {said}", timeout=3)
 
-    def on_order_answered(self: TickflowApp, message: OrderAnswered) -> None:
+    def on_order_answered(self, message: OrderAnswered) -> None:
         if message.order_id is not None:
             self.market.asked.discard(message.order_id)
         if not self.ready:

@@ -2,12 +2,15 @@
 
 `Market` folds the client session's events into plain state (books, trades, minute bars, my open
 orders, my fills, connection) and says which parts changed, so the app can mark just those widgets
-dirty and redraw them at screen speed however fast the feed runs.
+dirty and redraw them at screen speed however fast the feed runs. Which state of an order wins (never
+an older one over a newer, never a closed order reopened) is the client library's rule: my orders are
+kept by its `OrderTracker`.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -20,6 +23,7 @@ from tickflow.net.client import (
     LocalBook,
     Order,
     OrderChanged,
+    OrderTracker,
     Resynced,
     ServerChanged,
     ServerError,
@@ -73,9 +77,9 @@ class Market:
     books: dict[str, LocalBook] = field(default_factory=dict)
     trades: dict[str, deque[Trade]] = field(default_factory=dict)
     candles: dict[str, Candles] = field(default_factory=dict)
-    orders: dict[int, Order] = field(default_factory=dict)
-    closed: dict[int, int] = field(default_factory=dict)
-    """Seq of the last change of orders that are no longer open, so a late stale answer cannot revive them."""
+    tracker: OrderTracker = field(default_factory=OrderTracker)
+    """My orders: the newest state of each open one, and those seen closed (a late stale answer cannot
+    revive them)."""
     unlisted: dict[int, Order] = field(default_factory=dict)
     """Orders the server's open list left out, until their closing update says what became of them."""
     asked: set[int] = field(default_factory=set)
@@ -97,6 +101,11 @@ class Market:
             self.symbols.append(self.symbol)
 
     # ---- views
+
+    @property
+    def orders(self) -> Mapping[int, Order]:
+        """My open orders by id, each in its newest state."""
+        return self.tracker.open
 
     @property
     def book(self) -> LocalBook | None:
@@ -122,7 +131,7 @@ class Market:
 
     def open_orders(self) -> list[Order]:
         """My open orders, oldest first."""
-        return sorted((o for o in self.orders.values() if o.is_open), key=lambda o: o.order_id)
+        return sorted(self.orders.values(), key=lambda o: o.order_id)
 
     def my_fills(self, symbol: str | None = None) -> list[AccountFill]:
         """My fills in `symbol` (the one on screen by default), newest first."""
@@ -175,8 +184,7 @@ class Market:
         self.books.clear()
         self.trades.clear()
         self.candles.clear()
-        self.orders.clear()
-        self.closed.clear()
+        self.tracker.clear()
         self.unlisted.clear()
         self.fills.clear()
         self.fills_loaded.clear()
@@ -196,23 +204,18 @@ class Market:
         says of it otherwise. For an order already resting, that is someone else's doing (a fill, a
         self-trade cancel, a cancel from another screen of the account) and is told in `notices`."""
         order_id = order.order_id
-        known = self.orders.get(order_id)
+        known = self.tracker.get(order_id)
         before = known if known is not None else self.unlisted.get(order_id)
         if order.fills:  # trades, whatever the state's age: a later state does not repeat them
             self.add_fills(order)
-        known_seq = known.seq if known is not None else self.closed.get(order_id, -1)
-        if known_seq > order.seq:
-            return  # an older answer arriving after a newer private update
+        if not self.tracker.track(order):
+            return  # an older answer arriving after a newer private update, or a closed order's
         if news and before is not None and order.seq > before.seq:
             line = order_news(before, order)
             if line and not (order.reason == "cancelled_by_user" and order_id in self.asked):
                 self.notices.append((line, "information"))
-        if order.is_open:
-            self.orders[order_id] = order
-        else:
-            self.orders.pop(order_id, None)
+        if not order.is_open:
             self.unlisted.pop(order_id, None)
-            self.closed[order_id] = order.seq
 
     def add_fills(self, order: Order) -> None:
         """The fills in an order's answer or update, each with the server's maker or taker."""
@@ -241,6 +244,8 @@ class Market:
         catch-up says how it closed."""
         listed = {o.order_id for o in orders}
         for order_id in [i for i in self.orders if i not in listed]:
-            self.unlisted[order_id] = self.orders.pop(order_id)
+            aside = self.tracker.set_aside(order_id)
+            if aside is not None:
+                self.unlisted[order_id] = aside
         for o in orders:
             self.set_order(o, news=True)

@@ -5,7 +5,8 @@
 
 import { OrderActions } from "./actions.js";
 import { AmendForm } from "./amend.js";
-import { BookState, BookView } from "./book.js";
+import { BookView } from "./book.js";
+import { BookState } from "./bookstate.js";
 import { CancelAll } from "./cancelall.js";
 import { PriceChart } from "./chart.js";
 import { checkLimit, checkMarket } from "./checks.js";
@@ -196,7 +197,7 @@ conn.addEventListener("state", (ev) => {
     loadSymbols(); // symbols may have come or gone while the server was away
     loadAccounts();
   } else if (state === "offline" && page.book.seq !== null) {
-    page.book.seq = null; // whatever we hold may be stale; the next snapshot replaces it
+    page.book.reset(); // whatever we hold may be stale; the next snapshot replaces it
   }
   // While the server is silent, the ticket says an order may not be confirmed.
   $("t-stalled").hidden = state !== "stalled";
@@ -249,7 +250,7 @@ conn.addEventListener("update", (ev) => {
     invalidate("book");
     return;
   }
-  if (applied !== "ok") return;
+  if (applied === "waiting") return;
   invalidate("book");
   if (msg.trades && msg.trades.length) {
     tape.add(msg.trades);
@@ -260,7 +261,7 @@ conn.addEventListener("update", (ev) => {
 });
 
 conn.addEventListener("resync", () => {
-  page.book.seq = null; // fresh snapshots follow
+  page.book.reset(); // fresh snapshots follow
   invalidate("book");
 });
 

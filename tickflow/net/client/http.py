@@ -1,0 +1,249 @@
+"""The HTTP half of the protocol: `Client`, the aiohttp session it rides on, and the helpers the
+WebSocket `Session` shares with it (server addresses, request bodies, decoding answers)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypeVar
+from urllib.parse import quote, urlsplit
+
+import aiohttp
+import msgspec
+
+from tickflow.net.client.errors import ApiError, ConnectionLost, InvalidURL, NotConnected, ProtocolError, RequestTimeout
+from tickflow.net.wire.messages import (
+    AccountFill,
+    Bar,
+    Book,
+    Health,
+    Order,
+    OrderList,
+    OrderType,
+    Side,
+    SymbolInfo,
+    SymbolList,
+    Tif,
+    Trade,
+)
+
+__all__ = ["Client", "new_http_session", "ws_url"]
+
+T = TypeVar("T")
+_json = msgspec.json.Decoder()
+encode = msgspec.json.Encoder().encode
+"""Any JSON value -> UTF-8 bytes, as the client sends it."""
+
+
+def new_http_session() -> aiohttp.ClientSession:
+    """An aiohttp session that sends each request once.
+
+    aiohttp re-sends an idempotent request (DELETE included) by itself when a kept-alive connection
+    drops; a cancel that went through would then come back as 409 "not open". Exactly-once matters
+    more here than hiding a dropped connection, so that retry is switched off.
+    """
+    session = aiohttp.ClientSession()
+    if hasattr(session, "_retry_connection"):
+        session._retry_connection = False
+    return session
+
+
+def decode_body(raw: bytes) -> Any:
+    """An answer's body as JSON, or its text when it is not JSON."""
+    try:
+        return _json.decode(raw)
+    except msgspec.DecodeError:
+        return raw.decode("utf-8", "replace")
+
+
+def decode_as(kind: type[T], raw: bytes, what: str, status: int = 200) -> T:
+    """`raw` as a `kind`, or `ProtocolError` when the answer is not one."""
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.DecodeError as e:  # ValidationError included
+        raise ProtocolError(what, status, raw, e) from e
+
+
+def base_url(url: str) -> str:
+    """`url` without a trailing /, once it is checked to be http(s)://host[:port][/path]."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a port that is not a number)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise InvalidURL(f"{url!r} is not a server address: {e}") from e
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise InvalidURL(f"{url!r} is not a server address of the form http(s)://host[:port]")
+    return url.rstrip("/")
+
+
+def ws_url(url: str) -> str:
+    """The WebSocket address for a server's base URL: http://host:port → ws://host:port/ws."""
+    base = url.rstrip("/")
+    if base.startswith("http://"):
+        base = "ws://" + base[len("http://"):]
+    elif base.startswith("https://"):
+        base = "wss://" + base[len("https://"):]
+    return base if base.endswith("/ws") else base + "/ws"
+
+
+def order_fields(symbol: str, side: Side, qty: int, price: int | None, type: OrderType | None,
+                 tif: Tif, post_only: bool, client_order_id: str | None) -> dict[str, Any]:
+    """A new order's body; a market order when `price` is None and `type` is not given."""
+    body: dict[str, Any] = {"symbol": symbol, "side": side,
+                            "type": type or ("limit" if price is not None else "market"), "qty": qty}
+    if price is not None:
+        body["price"] = price
+    if tif != "gtc":
+        body["tif"] = tif
+    if post_only:
+        body["postOnly"] = True
+    if client_order_id is not None:
+        body["clientOrderId"] = client_order_id
+    return body
+
+
+def order_filters(symbol: str | None, side: Side | None) -> dict[str, Any]:
+    """The filters of a cancel-all or an open-orders read: the ones given."""
+    return {k: v for k, v in (("symbol", symbol), ("side", side)) if v is not None}
+
+
+def amend_fields(qty: int | None, price: int | None) -> dict[str, Any]:
+    """An amend's body: the fields given."""
+    body: dict[str, Any] = {}
+    if qty is not None:
+        body["qty"] = qty
+    if price is not None:
+        body["price"] = price
+    return body
+
+
+class Client:
+    """The HTTP half of the protocol. Every call raises `ApiError` on a 4xx/5xx answer.
+
+    A market order is sent when `price` is None and `type` is not given. Pass `session` to share an
+    `aiohttp.ClientSession`; otherwise one is made and closed by `close()` / `async with`. `url` is
+    `http(s)://host[:port]` (anything else raises `InvalidURL`); `timeout` bounds each call in seconds.
+    Every failure is a `TickflowError`: `ApiError` (4xx/5xx), `ProtocolError` (a 2xx answer that is not
+    the protocol's), `NotConnected` (nothing sent), `ConnectionLost` / `RequestTimeout` (outcome unknown).
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 10.0,
+                 session: aiohttp.ClientSession | None = None) -> None:
+        self.url = base_url(url)
+        self.token = token
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session = session
+        self._own_session = session is None
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection pool (unless it was passed in); a later call opens a new one."""
+        if self._own_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = new_http_session()
+            self._own_session = True
+        return self._session
+
+    async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                      body: dict[str, Any] | None = None) -> Any:
+        """Send one request; return the decoded JSON body of a 2xx answer, raise `ApiError` otherwise."""
+        return decode_body(await self._raw(method, path, params, body))
+
+    async def _raw(self, method: str, path: str, params: dict[str, Any] | None,
+                   body: dict[str, Any] | None) -> bytes:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        data = None
+        if body is not None:
+            data = encode(body)
+            headers["Content-Type"] = "application/json"
+        query = {k: str(v) for k, v in (params or {}).items() if v is not None}
+        try:
+            async with self._http().request(method, self.url + path, params=query, data=data,
+                                            headers=headers, timeout=self._timeout) as resp:
+                raw = await resp.read()
+        except aiohttp.ClientConnectorError as e:  # nothing was sent
+            raise NotConnected(f"cannot reach {self.url}: {e}") from e
+        except asyncio.TimeoutError as e:
+            raise RequestTimeout(f"{method} {path}: no answer in {self._timeout.total} s; outcome unknown") from e
+        except (aiohttp.ClientError, OSError) as e:
+            raise ConnectionLost(f"{method} {path}: {type(e).__name__}: {e}; outcome unknown") from e
+        if resp.status >= 400:
+            raise ApiError(resp.status, decode_body(raw))
+        return raw
+
+    async def _typed(self, kind: type[T], method: str, path: str, params: dict[str, Any] | None = None,
+                     body: dict[str, Any] | None = None) -> T:
+        return decode_as(kind, await self._raw(method, path, params, body), f"{method} {path}")
+
+    async def place_order(self, symbol: str, side: Side, qty: int, price: int | None = None, *,
+                          type: OrderType | None = None, tif: Tif = "gtc", post_only: bool = False,
+                          client_order_id: str | None = None) -> Order:
+        """`POST /orders`. A book rejection is not an error: the result's `status` says "rejected"."""
+        fields = order_fields(symbol, side, qty, price, type, tif, post_only, client_order_id)
+        return await self._typed(Order, "POST", "/orders", body=fields)
+
+    async def cancel_order(self, order_id: int) -> Order:
+        """`DELETE /orders/{id}`: 404 unknown or not yours, 409 not open any more."""
+        return await self._typed(Order, "DELETE", f"/orders/{order_id}")
+
+    async def amend_order(self, order_id: int, *, qty: int | None = None, price: int | None = None) -> Order:
+        """`PATCH /orders/{id}`: `qty` is the new total quantity (filled part included)."""
+        return await self._typed(Order, "PATCH", f"/orders/{order_id}", body=amend_fields(qty, price))
+
+    async def cancel_all(self, symbol: str | None = None, side: Side | None = None) -> list[Order]:
+        """`DELETE /orders`: cancel every open order of the caller's, or only those in `symbol` and/or on
+        `side`, in one command (nothing trades between the first cancel and the last). Returns the
+        orders it cancelled, oldest first, [] when none was open; 400 unknown symbol or bad side."""
+        params = order_filters(symbol, side)
+        return (await self._typed(OrderList, "DELETE", "/orders", params)).orders
+
+    async def get_order(self, order_id: int) -> Order:
+        """`GET /orders/{id}`: the order's current state (`fills` empty); 404 unknown or not yours."""
+        return await self._typed(Order, "GET", f"/orders/{order_id}")
+
+    async def open_orders(self, symbol: str | None = None, side: Side | None = None) -> list[Order]:
+        """The caller's open orders, oldest first: all of them, or those in `symbol` and/or on `side`."""
+        params = {"status": "open", **order_filters(symbol, side)}
+        return (await self._typed(OrderList, "GET", "/orders", params)).orders
+
+    async def book(self, symbol: str, depth: int = 20) -> Book:
+        """`GET /book/{symbol}`: the best `depth` levels (1-1000) of each side; 404 unknown symbol."""
+        return await self._typed(Book, "GET", f"/book/{quote(symbol, safe='')}", {"depth": depth})
+
+    async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100, *,
+                     before: int | None = None, newest_first: bool = False) -> list[Trade]:
+        """Trades with after < id < before, in trade-id order, at most `limit` (1-1000). `newest_first`
+        gives the newest of them, newest first: page back with `before` the oldest id seen."""
+        params = {"symbol": symbol, "after": after, "before": before, "limit": limit,
+                  "order": "desc" if newest_first else None}
+        return await self._typed(list[Trade], "GET", "/trades", params)
+
+    async def fills(self, symbol: str | None = None, after: int = 0, limit: int = 100, *,
+                    before: int | None = None, newest_first: bool = False) -> list[AccountFill]:
+        """`GET /fills`: the caller's side of its trades, paged like `trades`."""
+        params = {"symbol": symbol, "after": after, "before": before, "limit": limit,
+                  "order": "desc" if newest_first else None}
+        return await self._typed(list[AccountFill], "GET", "/fills", params)
+
+    async def bars(self, symbol: str, interval: str = "1m", from_ms: int | None = None,
+                   to_ms: int | None = None, *, before: int | None = None) -> list[Bar]:
+        """OHLC bars over the trades with from_ms <= ts < to_ms, oldest first; the server defaults to the
+        last hour. `before` counts only trades with smaller ids: bars up to a trade held, exactly."""
+        params = {"symbol": symbol, "interval": interval, "from": from_ms, "to": to_ms, "before": before}
+        return await self._typed(list[Bar], "GET", "/bars", params)
+
+    async def symbols(self) -> list[SymbolInfo]:
+        """`GET /symbols`: every open book with its best prices and last trade."""
+        return (await self._typed(SymbolList, "GET", "/symbols")).symbols
+
+    async def health(self) -> Health:
+        """`GET /health`; a 503 (log device failed) raises `ApiError` with the reason in the body."""
+        return await self._typed(Health, "GET", "/health")

@@ -83,8 +83,9 @@ class Server:
     """The server under test: started, SIGKILLed and restarted on the same data and port."""
 
     def __init__(self, base: list[str], data: Path, logs: Path, durability: str, symbols: list[str],
-                 start_timeout: float) -> None:
+                 start_timeout: float, snapshot_every: int | None = None) -> None:
         self.base = base
+        self.snapshot_every = snapshot_every
         self.data = data
         self.logs = logs
         self.durability = durability
@@ -107,6 +108,8 @@ class Server:
         if not templated:
             cmd += ["--data", values["data"], "--host", HOST, "--port", values["port"],
                     "--durability", self.durability, "--symbols", values["symbols"]]
+            if self.snapshot_every is not None:
+                cmd += ["--snapshot-every", str(self.snapshot_every)]
         return cmd
 
     async def start(self) -> float:
@@ -916,7 +919,7 @@ async def check_ids(session: aiohttp.ClientSession, ctx: Ctx) -> None:
 async def run(args: argparse.Namespace, out: Path, data: Path) -> dict[str, Any]:
     symbols = [s for s in args.symbols.split(",") if s]
     base = shlex.split(args.server_cmd) if args.server_cmd else [sys.executable, "-m", "tickflow.cli", "serve"]
-    server = Server(base, data, out, args.durability, symbols, args.start_timeout)
+    server = Server(base, data, out, args.durability, symbols, args.start_timeout, args.snapshot_every)
     accounts = [f"c{i:02d}" for i in range(args.clients)]
     ctx = Ctx(args, server, symbols, accounts, mid={s: MID for s in symbols})
     rng = random.Random(args.seed)
@@ -1135,6 +1138,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--kill-min", type=float, default=0.5, help="earliest kill, seconds into a round")
     p.add_argument("--kill-max", type=float, default=3.0, help="latest kill, seconds into a round")
     p.add_argument("--symbols", default="ACME,GLOBEX")
+    p.add_argument("--snapshot-every", type=int, metavar="N",
+                   help="the server's --snapshot-every: a small N takes snapshots (and kills land in them) "
+                        "all through the run (default: the server's own)")
     p.add_argument("--recheck", choices=("all", "round"), default="all",
                    help="after each restart re-send every order acknowledged so far (all) or this round's")
     p.add_argument("--server-cmd", help="server command instead of `python -m tickflow.cli serve`; "

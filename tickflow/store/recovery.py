@@ -1,16 +1,23 @@
-"""Rebuild an engine from its log: every record applied in order, stamps taken from the record."""
+"""Rebuild an engine from its data directory: the newest snapshot that verifies, then every record of the
+log after it applied in order (stamps taken from the record); the whole log when no snapshot will do."""
 
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Outcome, Record, Trade
 from tickflow.store.log.codec import DecodeErrors, decode_joined, decode_record
-from tickflow.store.log.wal import HEADER_SIZE, CorruptLog, Cut, Wal
+from tickflow.core.snapshot import BadState, restore
+from tickflow.store import snapshots
+from tickflow.store.log.wal import HEADER_SIZE, CorruptLog, Cut, FileOps, Wal
+
+log = logging.getLogger("tickflow")
 
 
 @dataclass(frozen=True)
@@ -25,10 +32,58 @@ class Recovery:
     first_ts: int | None = None
     """The time stamped on the log's first record (None for an empty log): it names the log, the same
     across restarts and different for another exchange's."""
+    snapshot_seq: int = 0
+    """The seq of the snapshot the engine started from (0: none, the whole log was replayed)."""
+    passed_over: tuple[str, ...] = ()
+    """Why each newer snapshot was not used (torn, damaged, or SQLite behind it)."""
 
     def __str__(self) -> str:
-        text = f"replayed {self.records} records (last seq {self.last_seq}) in {self.seconds:.3f}s"
+        start = f"from the snapshot at seq {self.snapshot_seq}, " if self.snapshot_seq else ""
+        text = f"{start}replayed {self.records} records (last seq {self.last_seq}) in {self.seconds:.3f}s"
         return f"{text}; {self.cut}" if self.cut else text
+
+
+def recover_directory(data: Path, wal_path: Path, *, keep_trades_after: int | None = None,
+                      ops: FileOps | None = None) -> tuple[Wal, Engine, Recovery]:
+    """The log of `data` opened for appending, and the engine it holds: from the newest snapshot that
+    verifies (and whose trades SQLite already holds: `keep_trades_after` is the highest trade id it has
+    whole), then the records after it; else from the whole log.
+
+    Raises NewerSnapshot for a snapshot this tickflow cannot read, CorruptLog for a log shorter than a
+    usable snapshot says (the snapshot is ahead of the log) or a corrupt record, OSError for a log
+    that cannot be opened."""
+    started = time.perf_counter()
+    for gone in snapshots.remove_temporaries(data):
+        log.warning("removed %s, a snapshot a crash left half written", gone.name)
+    passed_over: list[str] = []
+    for path in snapshots.on_disk(data):
+        try:
+            snapshot = snapshots.read(path)
+            state = snapshot.state()
+            engine = restore(state)
+        except (snapshots.SnapshotError, BadState) as e:
+            if isinstance(e, snapshots.NewerSnapshot):
+                raise
+            passed_over.append(str(e))
+            log.warning("passing over a snapshot: %s", e)
+            continue
+        if keep_trades_after is not None and keep_trades_after < state.next_trade_id - 1:
+            why = (f"{path.name}: SQLite holds trades up to id {keep_trades_after}, the snapshot covers up to "
+                   f"{state.next_trade_id - 1}: replaying from further back to re-derive them")
+            passed_over.append(why)
+            log.warning("passing over a snapshot: %s", why)
+            continue
+        wal = Wal.open(str(wal_path), ops, start=snapshot.log_offset)
+        recovery = recover(wal, engine, keep_trades_after=keep_trades_after)
+        return wal, engine, Recovery(recovery.records, recovery.last_seq, recovery.last_ts, recovery.cut,
+                                     time.perf_counter() - started, recovery.trades, snapshot.first_ts,
+                                     snapshot.seq, tuple(passed_over))
+    wal = Wal.open(str(wal_path), ops)
+    engine = Engine()
+    recovery = recover(wal, engine, keep_trades_after=keep_trades_after)
+    return wal, engine, Recovery(recovery.records, recovery.last_seq, recovery.last_ts, recovery.cut,
+                                 time.perf_counter() - started, recovery.trades, recovery.first_ts, 0,
+                                 tuple(passed_over))
 
 
 def recover(
@@ -84,17 +139,17 @@ def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] |
             framed = sum(map(len, payloads))
             if len(payloads) != count or framed != len(joined):
                 # Only a framing helper at odds with the file gets here.
-                raise CorruptLog(wal.path, offset, f"the framing helper took {count} records of {len(joined)} "
+                raise CorruptLog(wal.path, wal.base + offset, f"the framing helper took {count} records of {len(joined)} "
                                  f"bytes for good here, this process {len(payloads)} of {framed}",
                                  "so nothing is cut") from None
-            records = _decode_each(wal.path, offset, payloads)
+            records = _decode_each(wal.path, wal.base + offset, payloads)
         first = seq + 1
         if first == 1 and records:
             first_ts = records[0].ts
         for record in records:
             seq += 1
             if record.seq != seq:
-                where = offset + sum(HEADER_SIZE + len(p) for p in wal.payloads(offset, count)[: seq - first])
+                where = wal.base + offset + sum(HEADER_SIZE + len(p) for p in wal.payloads(offset, count)[: seq - first])
                 raise CorruptLog(wal.path, where, f"sequence {record.seq} follows {seq - 1}", CorruptLog.WHOLE)
             ts = record.ts
             outcome = apply(seq, ts, record.command)

@@ -150,6 +150,9 @@ class Sequencer:
         """The time stamped on the log's first record (`Recovery.first_ts`; set when this sequencer
         writes it to an empty log): it names the log. Not yet durable until the first sync after that."""
         self.listeners: list[Listener] = []
+        self.after_batch: Callable[[int, int], None] | None = None
+        """Called with (seq, log size) after each batch is written and applied, before the next is taken:
+        the engine then holds exactly the records up to that size (the snapshotter forks here)."""
         self.stats = Stats()
         self.failed: str | None = None
         self._items: deque[_Item] = deque()
@@ -337,6 +340,8 @@ class Sequencer:
                 batch = []
                 if done is None:
                     continue
+                if self.after_batch is not None:
+                    self.after_batch(self.seq, self.wal.size)
                 if self.durability is Durability.NONE:
                     self._resolve(*done)
                 else:

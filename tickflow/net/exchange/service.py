@@ -8,6 +8,7 @@ and nothing leaves the process before it is durable.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,9 @@ from tickflow.core.engine import Engine
 from tickflow.core.types import AddSymbol, Command, OrderState, Outcome, Side
 from tickflow.net.exchange.fanout import Feed, Subscriber
 from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped, Stats
+from tickflow.net.exchange.snapshotter import Snapshotter
 from tickflow.net.exchange.trade_writer import TradeWriter
+from tickflow.store.recovery import Recovery
 from tickflow.store.trades import TradeStore
 
 __all__ = ["ExchangeService", "Unavailable", "SequencerStopped", "BadCommand", "Subscriber", "Durability",
@@ -49,18 +52,27 @@ class ExchangeMetrics:
     sync_bounds_seconds: tuple[float, ...]
     sync_counts: list[int]
     sync_seconds: float
+    log_bytes: int = 0
+    snapshot_seq: int = 0
+    snapshot_age_records: int = 0
+    snapshot_age_seconds: float = 0.0
+    snapshots_taken: int = 0
+    snapshot_failures: int = 0
 
 
 class ExchangeService:
     """The sequencer, the durable mirror and the trade store behind one narrow surface."""
 
     def __init__(self, engine: Engine, sequencer: Sequencer, feed: Feed, store: TradeStore,
-                 trade_writer: TradeWriter) -> None:
+                 trade_writer: TradeWriter, snapshotter: Snapshotter | None = None,
+                 recovery: Recovery | None = None) -> None:
         self._engine = engine
         self._sequencer = sequencer
         self._feed = feed
         self._store = store
         self._trade_writer = trade_writer
+        self._snapshotter = snapshotter
+        self._recovery = recovery
 
     # ------------------------------------------------------------------ commands
 
@@ -182,8 +194,19 @@ class ExchangeService:
         """Why SQLite is not taking trades, while it is not (orders still flow)."""
         return self._trade_writer.error
 
+    @property
+    def recovery(self) -> dict[str, Any]:
+        """How this start came back: the snapshot it started from (0: none), the records replayed after
+        it and the seconds it took."""
+        recovery = self._recovery
+        if recovery is None:
+            return {"snapshotSeq": 0, "replayedRecords": 0, "seconds": 0.0}
+        return {"snapshotSeq": recovery.snapshot_seq, "replayedRecords": recovery.records,
+                "seconds": round(recovery.seconds, 3)}
+
     def metrics(self) -> ExchangeMetrics:
         stats = self._sequencer.stats
+        snapshotter = self._snapshotter
         return ExchangeMetrics(
             queue_depth=self._sequencer.queue_depth, commands=stats.commands, batches=stats.batches,
             orders=self._engine.next_order_id - 1, trades=self._engine.next_trade_id - 1,
@@ -191,7 +214,13 @@ class ExchangeService:
             resyncs=self._feed.stats_resyncs, buffered_bytes=sum(s.buffered for s in self._feed.subscribers),
             log_failed=bool(self._sequencer.failed), batch_bounds=Stats.BATCH_BUCKETS,
             batch_sizes=list(stats.batch_sizes), sync_bounds_seconds=tuple(b / 1000 for b in Stats.SYNC_BUCKETS_MS),
-            sync_counts=list(stats.sync_hist), sync_seconds=stats.sync_seconds)
+            sync_counts=list(stats.sync_hist), sync_seconds=stats.sync_seconds,
+            log_bytes=self._sequencer.wal.size,
+            snapshot_seq=snapshotter.last_seq if snapshotter else 0,
+            snapshot_age_records=self._sequencer.seq - (snapshotter.last_seq if snapshotter else 0),
+            snapshot_age_seconds=time.time() - snapshotter.last_time if snapshotter else 0.0,
+            snapshots_taken=snapshotter.taken if snapshotter else 0,
+            snapshot_failures=snapshotter.failures if snapshotter else 0)
 
     # ------------------------------------------------------------------ the feed
 
@@ -217,7 +246,12 @@ class ExchangeService:
     # ------------------------------------------------------------------ stopping
 
     async def stop(self) -> None:
-        """The sequencer first (it finishes the batch in flight), then the trades it handed over."""
+        """The sequencer first (it finishes the batch in flight), then the trades it handed over, then a
+        snapshot of where it stopped (the next start replays nothing)."""
         await self._sequencer.stop()
         await self._trade_writer.stop()
+        if self._snapshotter is not None and not self._sequencer.failed:
+            await self._snapshotter.stop(self._sequencer.seq, self._sequencer.wal.size,
+                                         self._trade_writer.flushed_seq)
+            self._snapshotter = None
 

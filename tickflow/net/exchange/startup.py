@@ -16,16 +16,20 @@ from tickflow.net.exchange.fanout import Feed
 from tickflow.net.exchange.mirror import RECENT_TRADES
 from tickflow.net.exchange.sequencer import Durability, Sequencer
 from tickflow.net.exchange.service import ExchangeService
+from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY, Snapshotter
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.datadir import TRADES_FILE, WAL_FILE, how_to_fix
-from tickflow.store.log.wal import CorruptLog, Wal
-from tickflow.store.recovery import Recovery, recover
+from tickflow.store.log.wal import CorruptLog, OsFileOps, Wal
+from tickflow.store.recovery import Recovery, recover_directory
+from tickflow.store.snapshots import SnapshotError
 from tickflow.store.trades import TradeStore
 
 log = logging.getLogger("tickflow")
 
 CATCH_UP_CHUNK = 10_000
 """Trades inserted into SQLite per statement while it catches up with the log."""
+DURABLE_FOR_SNAPSHOT = 60.0
+"""Seconds a written snapshot waits for its records to become durable and its trades to reach SQLite."""
 
 
 class StartupError(Exception):
@@ -41,19 +45,20 @@ class Started:
 
 
 async def start_exchange(data: Path, durability: Durability | str, ws_buffer: int,
-                         stack: contextlib.AsyncExitStack) -> Started:
+                         stack: contextlib.AsyncExitStack, *, snapshot_every: int = SNAPSHOT_EVERY,
+                         keep_snapshots: int = KEEP_SNAPSHOTS) -> Started:
     """Recover the exchange in `data` (locked by the caller) and start it; `stack` stops and closes it."""
     wal_path = data / WAL_FILE
-    try:
-        wal = Wal.open(str(wal_path))
+    try:  # a log this process may not append to is refused before anything is read
+        ops = OsFileOps()
+        ops.close(ops.open_append(str(wal_path)))
     except OSError as e:
         raise StartupError(f"cannot open the log {wal_path} to read and append to it: {e.strerror or e}. "
                            f"{how_to_fix(e)}") from None
-    stack.callback(wal.close)
     store = await _open_store(data / TRADES_FILE)
     stack.push_async_callback(store.close)
-    engine = Engine()
-    recovery = await _recover(wal, wal_path, engine, store, data)
+    wal, engine, recovery = await _recover(wal_path, store, data)
+    stack.callback(wal.close)
 
     feed = Feed(max(1, ws_buffer))
     for symbol in engine.books:
@@ -67,15 +72,35 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
     sequencer = Sequencer(engine, wal, durability, log_started=recovery.first_ts)
     writer = TradeWriter(store, engine.last_seq)
     sequencer.listeners += [feed.publish, writer.publish]
-    service = ExchangeService(engine, sequencer, feed, store, writer)
+
+    async def durable(seq: int) -> None:
+        """Until the log is durable and SQLite holds the trades up to `seq` (or the log failed)."""
+        deadline = time.monotonic() + DURABLE_FOR_SNAPSHOT
+        while True:
+            if sequencer.failed:
+                raise RuntimeError(f"the log failed: {sequencer.failed}")
+            try:
+                await feed.wait_durable(seq, 1.0)
+                await writer.caught_up(seq, 1.0)
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+
+    snapshotter = Snapshotter(data, engine, every=snapshot_every, keep=keep_snapshots,
+                              first_ts=lambda: sequencer.log_started, durable=durable,
+                              last_seq=recovery.snapshot_seq)
+    sequencer.after_batch = snapshotter.after_batch
+    service = ExchangeService(engine, sequencer, feed, store, writer, snapshotter, recovery)
     await sequencer.start()
     writer.start()
     stack.push_async_callback(service.stop)
     return Started(service, recovery)
 
 
-async def _recover(wal: Wal, wal_path: Path, engine: Engine, store: TradeStore, data: Path) -> Recovery:
-    """Replay the log into `engine`, then make SQLite hold exactly the log's trades."""
+async def _recover(wal_path: Path, store: TradeStore, data: Path) -> tuple[Wal, Engine, Recovery]:
+    """The log's engine, from the newest usable snapshot and the records after it; then SQLite made to
+    hold exactly the log's trades."""
     stored = await store.max_trade_id()
     # Trade ids run 1, 2, 3, ...: a store holding fewer rows than its highest id has gaps (a failed
     # write, a hand edit), and then every trade is offered again; otherwise only those after it.
@@ -86,15 +111,16 @@ async def _recover(wal: Wal, wal_path: Path, engine: Engine, store: TradeStore, 
                     stored_count, stored)
     after = stored if stored_whole else 0
     try:
-        recovery = recover(wal, engine, keep_trades_after=after)
-    except CorruptLog as e:
+        wal, engine, recovery = recover_directory(data, wal_path, keep_trades_after=after)
+    except (CorruptLog, SnapshotError) as e:
         raise StartupError(str(e)) from None
     except OSError as e:
-        raise StartupError(f"cannot repair or sync the log {wal_path}: {e.strerror or e}") from None
+        raise StartupError(f"cannot read, repair or sync the log {wal_path}: {e.strerror or e}") from None
     # A cut tail is worth a warning even in --quiet; a clean replay is routine.
     log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)
     last_trade = engine.next_trade_id - 1
-    if recovery.records == 0 and stored > 0:
+    if recovery.records == 0 and recovery.snapshot_seq == 0 and stored > 0:
+        wal.close()
         raise StartupError(
             f"the log {wal_path} is missing or empty, but {data / TRADES_FILE} holds {stored_count} trades: "
             f"refusing to start a new exchange over them. Restore the log, or move {TRADES_FILE} aside to "
@@ -109,7 +135,7 @@ async def _recover(wal: Wal, wal_path: Path, engine: Engine, store: TradeStore, 
         for start in range(0, len(missing), CATCH_UP_CHUNK):
             await store.insert(missing[start:start + CATCH_UP_CHUNK])
         log.warning("brought SQLite in line with the log: %d trades inserted", await store.count() - before)
-    return recovery
+    return wal, engine, recovery
 
 
 async def _open_store(path: Path) -> TradeStore:

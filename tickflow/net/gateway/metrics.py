@@ -39,6 +39,15 @@ def render_metrics(gateway: Gateway) -> str:
         ("tickflow_websocket_buffered_bytes", "gauge", "market data waiting in subscribers' buffers",
          exchange.buffered_bytes),
         ("tickflow_log_failed", "gauge", "1 when the log device failed", int(exchange.log_failed)),
+        ("tickflow_log_bytes", "gauge", "bytes of the log on disk", exchange.log_bytes),
+        ("tickflow_snapshot_seq", "gauge", "sequence number of the newest snapshot (0: none)", exchange.snapshot_seq),
+        ("tickflow_snapshot_age_records", "gauge", "records sequenced since the newest snapshot",
+         exchange.snapshot_age_records),
+        ("tickflow_snapshot_age_seconds", "gauge", "seconds since the newest snapshot was written (or the start)",
+         round(exchange.snapshot_age_seconds, 3)),
+        ("tickflow_snapshots_total", "counter", "snapshots written since start", exchange.snapshots_taken),
+        ("tickflow_snapshot_failures_total", "counter", "snapshots that failed since start (retried later)",
+         exchange.snapshot_failures),
     ]
     lines: list[str] = []
     for name, kind, about, value in gauges:

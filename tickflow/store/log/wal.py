@@ -19,6 +19,7 @@ file (`tickflow log`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import stat
@@ -32,6 +33,7 @@ from tickflow.store.log.helpers import above_stdio, framed_elsewhere, other_core
 
 FILE_HEADER = b"tickflow wal v1\n"
 """The first bytes of every log: what the file is, and the format of the records after it."""
+log = logging.getLogger(__name__)
 _FILE_HEADER_STEM = b"tickflow wal v"
 _NONZERO = re.compile(rb"[^\x00]")
 _PLAUSIBLE_LENGTH = re.compile(rb"[\x00-\x10]\x00")
@@ -105,7 +107,7 @@ class OsFileOps:
             return b""
 
     def open_append(self, path: str) -> int:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # orders are nobody else's business
         _sync_dir(os.path.dirname(os.path.abspath(path)))
         return fd
 
@@ -120,6 +122,17 @@ class OsFileOps:
 
     def close(self, fd: int) -> None:
         os.close(fd)
+
+
+def _read_from(path: str, start: int) -> bytes:
+    """The file header and the bytes from `start` on (what a replay from a snapshot reads)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(FILE_HEADER))
+            f.seek(start)
+            return head + f.read()
+    except FileNotFoundError:
+        return b""
 
 
 def _sync_dir(path: str) -> None:
@@ -254,6 +267,8 @@ class Wal:
         self._writable = writable
         """False for a log checked in memory: its replay reports a torn tail but touches no file."""
         self.cut: Cut | None = None
+        self.base = 0
+        """File offset minus offset in the bytes read: how far into the file a replay from a snapshot began."""
         self.size = 0
         self.records = 0
         self.framed_elsewhere = 0
@@ -265,13 +280,30 @@ class Wal:
         """Why no sync can be trusted any more; a failed write alone still lets earlier records be synced."""
 
     @classmethod
-    def open(cls, path: str, ops: FileOps | None = None) -> "Wal":
-        """Read the log at `path` (created if missing), once sure it can be appended to: OSError if not."""
+    def open(cls, path: str, ops: FileOps | None = None, start: int = 0) -> "Wal":
+        """Read the log at `path` (created if missing), once sure it can be appended to: OSError if not.
+
+        With `start` (a snapshot's log offset: a record boundary after the file header), only the
+        header and the records from `start` on are read and replayed; offsets stay the file's."""
         ops = ops or OsFileOps()
         # The file is opened for appending for good only after the replay, which can take many
         # seconds; a log that cannot be written is refused now, before any of that work.
         ops.close(ops.open_append(path))
-        return cls(path, ops.read(path), ops)
+        if not start:
+            return cls(path, ops.read(path), ops)
+        if type(ops) is OsFileOps:  # the records before `start` are never read
+            size = os.path.getsize(path)
+            data = _read_from(path, start) if size >= start else b""
+            head, rest = data[: len(FILE_HEADER)], data[len(FILE_HEADER):]
+        else:
+            data = ops.read(path)
+            size, head, rest = len(data), data[: len(FILE_HEADER)], data[start:]
+        if start < len(FILE_HEADER) or size < start:
+            raise CorruptLog(path, size, f"the log ends at byte {size}, before byte {start} where the snapshot "
+                             "says its records go on", "so the snapshot is ahead of the log")
+        wal = cls(path, head + rest, ops)
+        wal.base = start - len(FILE_HEADER)
+        return wal
 
     @classmethod
     def checking(cls, path: str, data: bytes) -> "Wal":
@@ -318,19 +350,20 @@ class Wal:
             count += len(payloads)
             yield first, len(payloads), b"".join(payloads)
             offset = batch_end(first, payloads)
+        base = self.base
         if offset < end_of_data:
             why = _check(data, offset) or "bad record"
             if _valid_record_after(data, offset):
-                raise CorruptLog(self.path, offset, why)
-            self.cut = Cut(offset, end_of_data - offset, why)
+                raise CorruptLog(self.path, base + offset, why)
+            self.cut = Cut(base + offset, end_of_data - offset, why)
         self.records = count
         self._data = b""
-        self.size = offset
+        self.size = base + offset
         if not self._writable:
             return
         self._fd = self.ops.open_append(self.path)
         if self.cut is not None:
-            self.ops.truncate(self._fd, offset)
+            self.ops.truncate(self._fd, base + offset)
         if offset == 0:
             self._write(FILE_HEADER)
         # The header is durable before any record follows it. And what was replayed counts as
@@ -369,8 +402,11 @@ class Wal:
             # half there; the log is failed from here on either way.
             try:
                 self.ops.truncate(self._fd, start)
-            except OSError:
-                pass
+            except OSError as cut:
+                # The whole records of the part written would be replayed at the next start,
+                # though their callers are told they were not taken: blank them instead.
+                if written:
+                    self._blank(start, start + written, f"cutting it back after the failed write failed: {cut}")
             raise LogError(self.failed) from e
         self.size = start + written
 
@@ -397,10 +433,39 @@ class Wal:
             return True
         try:
             self.ops.truncate(self._fd, durable)
+        except OSError as e:
+            return self._blank(durable, self.size, f"cutting it back after the failed sync failed: {e}")
+        try:
             self.ops.sync(self._fd)
         except OSError:
             return False
         self.size = durable
+        return True
+
+    def _blank(self, start: int, end: int, why: str) -> bool:
+        """Overwrite the file's bytes [start, end) with zeros and sync them, when they could not be cut:
+        a start then finds nothing valid from `start` on and cuts it as a torn tail, rather than replay
+        records whose callers were told they were not taken. Logged either way; False if it failed too.
+
+        Beside FileOps on purpose: the log's descriptor appends (O_APPEND), so it cannot write in place."""
+        try:
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                zeros = bytes(min(end - start, 1 << 20))
+                at = start
+                while at < end:
+                    at += os.pwrite(fd, zeros[: end - at], at)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            log.error("%s: %s, and blanking its bytes %d-%d failed too (%s): the next start may replay "
+                      "commands whose callers were told they were not taken; before restarting, cut the "
+                      "log to %d bytes (truncate -s %d %s)", self.path, why, start, end, e, start, start,
+                      self.path)
+            return False
+        log.error("%s: %s; its bytes %d-%d (the records no caller was told were taken) were blanked with "
+                  "zeros instead, which the next start cuts as a torn tail", self.path, why, start, end)
         return True
 
     def fileno(self) -> int:

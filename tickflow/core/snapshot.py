@@ -1,0 +1,103 @@
+"""The engine's whole state as plain data, and an engine rebuilt from it.
+
+`capture` reads an engine between two commands; `restore` builds one that answers every later command
+exactly as the captured one would (the same books in time priority, orders, ids, idempotency table
+and stamps: `Engine.state_hash` is the same). The store writes this to a snapshot file
+(store/snapshots.py); nothing here touches a file.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from tickflow.core.book import Book, Order
+from tickflow.core.engine import Engine
+from tickflow.core.types import OrderState
+
+
+class BookState(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """One symbol's book: its seq, and each side's levels best first, each as its price and the ids of
+    its live orders in time priority."""
+
+    symbol: str
+    seq: int
+    bids: list[list[int]]
+    asks: list[list[int]]
+
+
+class EngineState(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
+    """Everything `Engine.apply` depends on, after the command with `last_seq`."""
+
+    last_seq: int
+    last_ts: int
+    next_trade_id: int
+    orders: list[Order | None]
+    """Every order by id (index 0 is None): what a cancel, an amend or `GET /orders/{id}` reads."""
+    books: list[BookState]
+    idempotency: list[tuple[str, str, OrderState]]
+    """(account, clientOrderId, the order's first answer)."""
+
+
+def capture(engine: Engine) -> EngineState:
+    """The engine's state now; it shares the engine's order objects, so encode it before the next apply."""
+    books = []
+    for symbol, book in engine.books.items():
+        sides = []
+        for side in (book.bids, book.asks):
+            sides.append([[level.price, *(o.order_id for o in level.live_orders())]
+                          for level in side.sorted_levels()])
+        books.append(BookState(symbol, book.seq, sides[0], sides[1]))
+    idempotency = [(account, coid, state) for (account, coid), state in engine.idempotency.items()]
+    return EngineState(engine.last_seq, engine.last_ts, engine.next_trade_id, engine.orders, books, idempotency)
+
+
+class BadState(ValueError):
+    """A captured state that no engine could have had (an order twice, a level of dead orders, ...)."""
+
+
+def restore(state: EngineState) -> Engine:
+    """An engine in `state`; BadState if the state contradicts itself."""
+    engine = Engine()
+    engine.last_seq = state.last_seq
+    engine.last_ts = state.last_ts
+    engine.next_trade_id = state.next_trade_id
+    orders = state.orders
+    if not orders or orders[0] is not None:
+        raise BadState("the order table must start with the unused id 0")
+    accounts = engine.accounts
+    for order in orders[1:]:
+        if order is not None:
+            # One string per account name, as the engine keeps them.
+            order.account = accounts.setdefault(order.account, order.account)
+    engine.orders = orders
+    open_orders = engine.open_orders
+    for book_state in state.books:
+        if book_state.symbol in engine.books:
+            raise BadState(f"the book {book_state.symbol!r} appears twice")
+        book = engine.books[book_state.symbol] = Book(book_state.symbol)
+        book.seq = book_state.seq
+        for book_side, levels in ((book.bids, book_state.bids), (book.asks, book_state.asks)):
+            for price, *ids in levels:
+                if not ids or price in book_side.levels:
+                    raise BadState(f"{book_state.symbol}: level {price} is empty or appears twice")
+                level = book_side.add_level(price)
+                for order_id in ids:
+                    order = _live_order(orders, order_id, book_state.symbol, book_side.side, price)
+                    if order.order_id in open_orders[order.account]:
+                        raise BadState(f"order {order_id} rests twice")
+                    level.queue.append(order)
+                    level.qty += order.qty - order.filled
+                    level.count += 1
+                    open_orders[order.account][order_id] = order
+    resting = sum(len(by_id) for by_id in open_orders.values())
+    if resting != sum(1 for o in orders if o is not None and o.live):
+        raise BadState("an order marked live rests in no level")
+    engine.idempotency = {(account, coid): answer for account, coid, answer in state.idempotency}
+    return engine
+
+
+def _live_order(orders: list[Order | None], order_id: int, symbol: str, side: str, price: int) -> Order:
+    order = orders[order_id] if 0 < order_id < len(orders) else None
+    if order is None or not order.live or order.symbol != symbol or order.side != side or order.price != price:
+        raise BadState(f"order {order_id} cannot rest at {symbol} {side} {price}")
+    return order

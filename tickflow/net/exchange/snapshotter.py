@@ -77,11 +77,15 @@ class Snapshotter:
 
     async def _finish(self, pid: int, seq: int) -> None:
         loop = asyncio.get_running_loop()
-        _, status = await loop.run_in_executor(None, os.waitpid, pid, 0)
         temporary = self.directory / f".snap-{seq:020d}.tmp"
-        code = os.waitstatus_to_exitcode(status)
+        try:
+            _, status = await loop.run_in_executor(None, os.waitpid, pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+        except (OSError, ValueError) as e:
+            code = -1
+            log.error("cannot wait for the snapshot writer %d: %s", pid, e)
         if code != 0:
-            temporary.unlink(missing_ok=True)
+            _discard(temporary)
             self._failed(seq, f"the snapshot writer exited with status {code}")
             return
         try:
@@ -89,7 +93,7 @@ class Snapshotter:
             snapshots.publish(temporary)
             snapshots.prune(self.directory, self.keep)
         except Exception as e:  # a log that failed, SQLite that never caught up, a full disk
-            temporary.unlink(missing_ok=True)
+            _discard(temporary)
             self._failed(seq, f"cannot publish the snapshot at seq {seq}: {e!r}")
             return
         self._published(seq)
@@ -128,6 +132,14 @@ class Snapshotter:
             self._failed(seq, f"cannot write the snapshot at a clean stop: {e}")
             return
         self._published(seq)
+
+
+def _discard(path: Path) -> None:
+    """Delete what a failed snapshot left, if anything can be deleted (a start deletes it otherwise)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _child(directory: Path, seq: int, log_offset: int, first_ts: int | None, engine: Engine) -> None:

@@ -4,6 +4,8 @@ format or a snapshot ahead of the log is refused (tickflow/store/snapshots.py, s
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +134,26 @@ def test_what_a_crash_left_half_written_is_removed_and_old_snapshots_are_pruned(
     assert not (data / ".snap-00000000000000000350.tmp").exists()
     assert [p.name for p in snapshots.on_disk(data)] == ["snap-00000000000000000300.bin",
                                                           "snap-00000000000000000200.bin"]
+
+
+def _tickflow_log(data: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(data)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_tickflow_log_checks_each_snapshot_against_the_log(logged) -> None:  # type: ignore[no-untyped-def]
+    data, cmds, offsets = logged
+    _snapshot_at(data, cmds, 200, offsets)
+    out = _tickflow_log(data)
+    assert out.returncode == 0, out.stderr
+    assert "snapshot snap-00000000000000000200.bin: seq 200" in out.stdout and "200 records after it; ok" in out.stdout
+    # A snapshot that is not what the log holds at its seq (here: the engine one command short).
+    other = Engine()
+    for i, command in enumerate(cmds[:199], 1):
+        other.apply(i, 1_700_000_000_000 + i - 1, command)
+    other.last_seq = 200
+    blob = snapshots.encode(300, offsets[300], 1_700_000_000_000, capture(other))
+    snapshots.publish(snapshots.write_temporary(data, 300, blob))
+    out = _tickflow_log(data)
+    assert out.returncode == 1 and "snap-00000000000000000300.bin" in out.stdout
+    assert "log after it does not follow it" in out.stdout or "DIFFERS" in out.stdout

@@ -6,6 +6,9 @@ away (`| head`).
 
 The log is read once and replayed in memory: checking never changes it (a server start cuts a torn tail).
 
+Every snapshot in the data directory is checked too: that it verifies, and that it and the records after
+it give the state the whole log gives (a line each; exit status 1 for one a start would refuse).
+
 `--upgrade` gives a log written before tickflow logs had a header its header, once it replays with the
 header; it takes the data directory's lock, so never while a server uses it."""
 
@@ -19,6 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tickflow.core.engine import Engine
+from tickflow.core.snapshot import BadState, restore
+from tickflow.store import snapshots
 from tickflow.store.datadir import LOCK_FILE, WAL_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
 from tickflow.store.recovery import Recovery, recover
 from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, add_header, starts_with_record
@@ -95,17 +100,45 @@ def _upgrade(path: str) -> int:
     return 0
 
 
-def _check(path: str, engine: Engine) -> Recovery | None:
-    """Replay the log at `path` into `engine`, read once and in memory; None (said why) if it cannot be."""
+def _check(path: str, engine: Engine) -> tuple[Recovery, bytes] | None:
+    """Replay the log at `path` into `engine`, read once and in memory (its bytes come back too); None
+    (said why) if it cannot be."""
     try:
         with open(path, "rb") as f:
             data = f.read()
-        return recover(Wal.checking(path, data), engine)
+        return recover(Wal.checking(path, data), engine), data
     except CorruptLog as e:
         print(f"tickflow log: {e}", file=sys.stderr)
     except OSError as e:
         print(f"tickflow log: cannot read {path}: {e.strerror or e}", file=sys.stderr)
     return None
+
+
+def _check_snapshot(snapshot_path: Path, path: str, data: bytes, full_hash: str) -> tuple[str, bool]:
+    """One line on a snapshot: whether it verifies, and whether it and the log records after it give the
+    engine the whole log gives; and whether a server start would refuse it (a newer format, or ahead of
+    the log) rather than pass it over."""
+    try:
+        snapshot = snapshots.read(snapshot_path)
+        engine = restore(snapshot.state())
+    except snapshots.NewerSnapshot as e:
+        return f"snapshot {snapshot_path.name}: refused: {e}", True
+    except (snapshots.SnapshotError, BadState) as e:
+        return f"snapshot {snapshot_path.name}: passed over at start: {e}", False
+    if snapshot.log_offset > len(data):
+        return (f"snapshot {snapshot_path.name}: refused: it says the log goes on at byte {snapshot.log_offset}, "
+                f"but the log ends at {len(data)}: the snapshot is ahead of the log"), True
+    wal = Wal.checking(path, data[: len(FILE_HEADER)] + data[snapshot.log_offset:])
+    wal.base = snapshot.log_offset - len(FILE_HEADER)
+    try:
+        after = recover(wal, engine)
+    except CorruptLog as e:
+        return f"snapshot {snapshot_path.name}: refused: the log after it does not follow it: {e}", True
+    same = engine.state_hash() == full_hash
+    verdict = "ok: it and the log after it give the same state" if same else \
+        "DIFFERS from the whole log's state (state hash " + engine.state_hash() + ")"
+    return (f"snapshot {snapshot_path.name}: seq {snapshot.seq}, {len(snapshot_path.read_bytes()):,} bytes, "
+            f"{after.records} records after it; {verdict}"), not same
 
 
 def _main(argv: list[str]) -> int:
@@ -121,9 +154,10 @@ def _main(argv: list[str]) -> int:
     if args.upgrade:
         return _upgrade_locked(Path(args.data), path)
     engine = Engine()
-    recovery = _check(path, engine)
-    if recovery is None:
+    checked = _check(path, engine)
+    if checked is None:
         return 1
+    recovery, data = checked
     cut = recovery.cut
     print(f"format: {FILE_HEADER.decode().strip()}")
     if recovery.first_ts is not None:  # what /health calls logStarted
@@ -134,7 +168,15 @@ def _main(argv: list[str]) -> int:
     print(f"symbols: {', '.join(sorted(engine.books)) or '-'}")
     print(f"orders: {engine.next_order_id - 1}, trades: {engine.next_trade_id - 1}, "
           f"open: {sum(len(v) for v in engine.open_orders.values())}")
-    print(f"state hash: {engine.state_hash()}")
+    full_hash = engine.state_hash()
+    print(f"state hash: {full_hash}")
+    refused = False
+    for snapshot_path in snapshots.on_disk(Path(args.data)):
+        line, refuses = _check_snapshot(snapshot_path, path, data, full_hash)
+        print(line)
+        refused |= refuses
+    if refused:
+        return 1
     if cut is not None:
         print(f"torn tail at byte {cut.offset}: the next server start cuts its {cut.dropped} bytes ({cut.why}); "
               "the counts above are what remains")

@@ -332,6 +332,20 @@ async def must(session: aiohttp.ClientSession, ctx: Ctx, method: str, path: str,
         raise HarnessError(f"{method} {path} got no answer during verification: {e.why}\n{ctx.server.tail()}")
 
 
+async def all_open(session: aiohttp.ClientSession, ctx: Ctx, account: str) -> tuple[int, Any]:
+    """GET /orders?status=open of `account`, every page (the server answers at most 1000 at once)."""
+    orders: list[Any] = []
+    after = 0
+    while True:
+        status, body = await must(session, ctx, "GET", f"/orders?status=open&after={after}", account)
+        if status != 200:
+            return status, body
+        orders += body["orders"]
+        if len(body["orders"]) != 1000:
+            return status, {"orders": orders}
+        after = body["orders"][-1]["orderId"]
+
+
 async def bounded(n: int, jobs: list[Any]) -> list[Any]:
     """Run coroutines with at most n at a time, results in order."""
     sem = asyncio.Semaphore(n)
@@ -573,6 +587,9 @@ async def load_and_kill(ctx: Ctx, clients: list[Client], stats: RoundStats, rng:
         tasks = [asyncio.create_task(c.run(session, stop)) for c in clients]
         monitor = asyncio.create_task(monitor_books(ctx, stop, stats))
         await asyncio.wait(tasks, timeout=stats.kill_at_s)
+        while (args.min_acks and ctx.server.alive() and not all(t.done() for t in tasks)
+               and sum(o.round == ctx.round and o.status == "acked" for o in ctx.orders) < args.min_acks):
+            await asyncio.sleep(0.01)  # --min-acks: the kill waits for the round's acknowledged orders
         if not ctx.server.alive():
             raise HarnessError(f"the server died on its own before the kill:\n{ctx.server.tail()}")
         stats.in_flight_at_kill = ctx.in_flight
@@ -697,8 +714,7 @@ async def verify(ctx: Ctx, clients: list[Client], stats: RoundStats, seq0: int) 
         check_tape(ctx, tape)
 
         # 6. Open orders of every account, and the state of orders that left the book since.
-        open_lists = await bounded(8, [must(session, ctx, "GET", "/orders?status=open", a, None)
-                                       for a in ctx.accounts])
+        open_lists = await bounded(8, [all_open(session, ctx, a) for a in ctx.accounts])
         open_now: dict[int, dict[str, Any]] = {}
         for account, (status, body) in zip(ctx.accounts, open_lists):
             if status != 200:
@@ -1137,6 +1153,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1, help="random seed for the order mix and kill moments")
     p.add_argument("--kill-min", type=float, default=0.5, help="earliest kill, seconds into a round")
     p.add_argument("--kill-max", type=float, default=3.0, help="latest kill, seconds into a round")
+    p.add_argument("--min-acks", type=int, default=0, metavar="N",
+                   help="and not before N orders of the round were acknowledged (a busy machine may need longer "
+                        "than the kill moment for them; default 0)")
     p.add_argument("--symbols", default="ACME,GLOBEX")
     p.add_argument("--snapshot-every", type=int, metavar="N",
                    help="the server's --snapshot-every: a small N takes snapshots (and kills land in them) "

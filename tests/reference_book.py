@@ -13,6 +13,7 @@ from typing import Iterable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import (
+    MakerFill,
     MAX_PRICE,
     MAX_QTY,
     AddSymbol,
@@ -189,10 +190,10 @@ class RefEngine:
                 best = o
         return best
 
-    def match(self, seq: int, ts: int, order: RefOrder) -> tuple[list[Fill], list[Trade], list[OrderState]]:
+    def match(self, seq: int, ts: int, order: RefOrder) -> tuple[list[Fill], list[Trade], list[OrderState | MakerFill]]:
         fills: list[Fill] = []
         trades: list[Trade] = []
-        updates: list[OrderState] = []
+        updates: list[OrderState | MakerFill] = []
         while order.filled < order.qty:
             maker = self.best(order)
             if maker is None:
@@ -243,7 +244,7 @@ class RefEngine:
     def cancel_all(self, seq: int, ts: int, cmd: CancelAll) -> Outcome:
         chosen = [o for (symbol, side), lst in self.resting.items() for o in lst
                   if o.account == cmd.account and cmd.symbol in (None, symbol) and cmd.side in (None, side)]
-        updates = []
+        updates: list[OrderState | MakerFill] = []
         for order in sorted(chosen, key=lambda o: o.order_id):
             self.resting[(order.symbol, order.side)].remove(order)
             order.status = "cancelled"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Self
 
 from tickflow.demo import ServerProcess as _ServerProcess
 
@@ -19,7 +20,7 @@ class ServerProcess(_ServerProcess):
     def ws_url(self) -> str:
         return self.url.replace("http://", "ws://") + "/ws"
 
-    def start(self, timeout: float = 30.0) -> "ServerProcess":  # type: ignore[override]
+    def start(self, timeout: float = 30.0) -> Self:  # type: ignore[override]
         self._offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.url = ""
         super().start(timeout)
@@ -31,6 +32,6 @@ class ServerProcess(_ServerProcess):
             f.seek(self._offset)
             return f.read().decode("utf-8", "replace")
 
-    def restart(self, *, kill: bool) -> "ServerProcess":  # type: ignore[override]
+    def restart(self, *, kill: bool) -> Self:  # type: ignore[override]
         self.kill() if kill else self.stop()
         return self.start()

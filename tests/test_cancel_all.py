@@ -8,11 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 import aiohttp
 import pytest
+from helpers.probe import sequenced_after, websockets_seen_closed
+from helpers.wait import until
 
 from server_process import ServerProcess
 
@@ -169,15 +170,6 @@ asyncio.run(main(sys.argv[1]))
 """
 
 
-async def wait_for(check: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
 async def test_a_bot_killed_with_cancel_on_disconnect_armed_leaves_no_orders(server: ServerProcess) -> None:
     u = server.url
     bot = subprocess.Popen([sys.executable, "-c", BOT, server.ws_url], stdout=subprocess.PIPE, text=True)
@@ -187,7 +179,7 @@ async def test_a_bot_killed_with_cancel_on_disconnect_armed_leaves_no_orders(ser
             assert len(await open_ids(s, u, "bot")) == 3
             other = await place(s, u, "someone", "ACME", "buy", 95)
             os.kill(bot.pid, signal.SIGKILL)
-            assert await wait_for(lambda: _none_open(s, u, "bot"))
+            await until(lambda: _none_open(s, u, "bot"), interval=0.05, message="the bot's orders cancelled")
             assert await open_ids(s, u, "someone") == [other["orderId"]]
             _, book = await call(s, "GET", f"{u}/book/ACME")
             assert book["bids"] == [{"price": 95, "qty": 5, "orders": 1}]
@@ -230,7 +222,10 @@ async def test_orders_stay_when_cancel_on_disconnect_is_off_disarmed_or_the_serv
         mine = {a: (await place(s, u, a, "ACME", "buy", 90))["orderId"] for a in ("p1", "p2", "p3", "p4", "p5")}
         for ws in (plain, disarmed, failed, bad):
             await ws.close()
-        await asyncio.sleep(0.5)
+        # A cancel on disconnect would be under way once the server has seen them go (only `armed` is
+        # open), and in the log before a command sequenced after that.
+        await websockets_seen_closed(u, still_open=1)
+        await sequenced_after(u, "ACME")
         for account in ("p1", "p2", "p3", "p4"):
             assert await open_ids(s, u, account) == [mine[account]], account
         # The server closes `armed` as it stops (the bot did not go away); the bot answers the close.

@@ -123,7 +123,7 @@ def test_simulate_says_the_server_lacks_a_symbol(live: ServerProcess) -> None:
 
 def test_simulate_says_the_server_refused_its_tokens(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"secret": "alice"}))
+    tokens.write_text(json.dumps({"secret-0123456789": "alice"}))
     proc = ServerProcess(tmp_path / "data", symbols="ACME", extra=["--tokens", str(tokens)]).start()
     try:
         out = tickflow("simulate", "--url", proc.url, "--duration", "3", "--makers", "1", "--takers", "0")
@@ -137,7 +137,8 @@ def test_simulate_says_the_server_refused_its_tokens(tmp_path: Path) -> None:
 
 def test_simulate_trades_as_the_accounts_of_a_tokens_file(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"t-maker-9f2": "maker", "t-taker-77a": "taker", "t-spare-1c0": "spare"}))
+    tokens.write_text(json.dumps({"t-maker-9f2-0123456789": "maker", "t-taker-77a-0123456789": "taker",
+                                  "t-spare-1c0-0123456789": "spare"}))
     proc = ServerProcess(tmp_path / "data", symbols="ACME", extra=["--tokens", str(tokens)]).start()
     try:
         out = tickflow("simulate", "--url", proc.url, "--tokens", str(tokens), "--duration", "2", "--rate", "200",
@@ -152,8 +153,8 @@ def test_simulate_trades_as_the_accounts_of_a_tokens_file(tmp_path: Path) -> Non
                                              headers={"Authorization": f"Bearer {token}"})
             return json.loads(urllib.request.urlopen(request, timeout=10).read())["orders"]
 
-        assert open_orders("t-maker-9f2")  # the maker's quotes rest under its account
-        assert open_orders("t-spare-1c0") == []  # one maker and one taker: the third account never traded
+        assert open_orders("t-maker-9f2-0123456789")  # the maker's quotes rest under its account
+        assert open_orders("t-spare-1c0-0123456789") == []  # one maker and one taker: the third account never traded
         too_few = tickflow("simulate", "--url", proc.url, "--tokens", str(tokens), "--duration", "1",
                            "--makers", "3", "--takers", "2")
         assert too_few.returncode == 1

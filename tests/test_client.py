@@ -13,6 +13,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -20,6 +21,7 @@ import pytest
 from aiohttp import web
 
 from helpers.logs import write_log
+from helpers.wait import turns, until
 from tickflow.core.types import AddSymbol, Command, NewOrder
 from tickflow.demo import ServerProcess
 from tickflow.net.client import (
@@ -62,14 +64,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.kill()
 
 
-async def wait_for(predicate, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
-
-
 # ---------------------------------------------------------------- pure parts
 
 
@@ -94,7 +88,8 @@ def test_feed_and_http_levels_are_equal_with_the_same_fields() -> None:
     assert feed == http and http == feed and not feed != http and not http != feed
     assert [feed, Level(99, 1, 1)] == [http, BookLevel(99, 1, 1)]
     assert feed != BookLevel(100, 5, 3) and http != Level(101, 5, 2) and feed != (100, 5, 2)
-    assert {feed, http} == {feed} and {http: "x"}[feed] == "x"
+    keyed: dict[Level | BookLevel, str] = {http: "x"}
+    assert {feed, http} == {feed} and keyed[feed] == "x"
     assert msgspec.json.encode([feed, http]) == b'[[100,5,2],{"price":100,"qty":5,"orders":2}]'
     assert msgspec.json.decode(b'{"price":100,"qty":5,"orders":2}', type=BookLevel) == feed
     assert msgspec.json.decode(b'[100,5,2]', type=Level) == http
@@ -181,11 +176,11 @@ async def test_trades_and_bars(server: ServerProcess) -> None:
         async def fetch() -> None:  # the trade store is written just after the ack: poll briefly
             after[:] = await alice.trades("GAMMA", after=before[-1].trade_id if before else 0)
 
-        for _ in range(100):
+        async def fetched() -> bool:
             await fetch()
-            if after:
-                break
-            await asyncio.sleep(0.02)
+            return bool(after)
+
+        await until(fetched, interval=0.02, message="the trade in the trade store")
         assert after[-1].price == 700 and after[-1].aggressor == "buy"
         assert after[-1].trade_id == taken.fills[0].trade_id
         bars = await alice.bars("GAMMA")
@@ -213,17 +208,17 @@ async def test_ws_book_follows_the_server_and_private_updates(server: ServerProc
     events: list[Event] = []
     async with Session(server.url, "dave", symbols=["DELTA"]) as ws, Client(server.url, "erin") as erin:
         ws.add_listener(events.append)
-        await wait_for(lambda: "DELTA" in ws.books and ws.books["DELTA"].live)
+        await until(lambda: "DELTA" in ws.books and ws.books["DELTA"].live)
         resting = await ws.place_order("DELTA", "buy", 10, 400)
         for price in (401, 402, 402, 405):
             await erin.place_order("DELTA", "sell", 3, price)
         await erin.place_order("DELTA", "sell", 4, 400)  # fills part of dave's bid
         http_book = await erin.book("DELTA", depth=100)
-        await wait_for(lambda: ws.books["DELTA"].seq >= http_book.seq)
+        await until(lambda: ws.books["DELTA"].seq >= http_book.seq)
         # GET /book's BookLevels and the feed's Levels: compared as they come, no conversion.
         assert (ws.books["DELTA"].bids(), ws.books["DELTA"].asks()) == (http_book.bids, http_book.asks)
         assert http_book.bids[0] == ws.books["DELTA"].best_bid and http_book.asks == ws.books["DELTA"].asks(100)
-        await wait_for(lambda: any(isinstance(e, OrderChanged) and e.order.order_id == resting.order_id
+        await until(lambda: any(isinstance(e, OrderChanged) and e.order.order_id == resting.order_id
                                    and e.order.filled_qty == 4 for e in events))
         fill = next(e for e in events if isinstance(e, OrderChanged) and e.order.filled_qty == 4)
         assert fill.order.status == "partially_filled" and fill.order.fills[0].qty == 4
@@ -236,7 +231,7 @@ async def test_gap_in_the_feed_resubscribes_for_a_fresh_snapshot(server: ServerP
     events: list[Event] = []
     async with Session(server.url, "frank", symbols=["ACME"]) as ws, Client(server.url, "grace") as grace:
         ws.add_listener(events.append)
-        await wait_for(lambda: "ACME" in ws.books and ws.books["ACME"].live)
+        await until(lambda: "ACME" in ws.books and ws.books["ACME"].live)
         held = ws.books["ACME"].seq
         bogus = {"type": "update", "symbol": "ACME", "seq": held + 1000, "prevSeq": held + 999,
                  "bids": [[1, 1, 1]], "asks": [], "trades": []}
@@ -244,12 +239,12 @@ async def test_gap_in_the_feed_resubscribes_for_a_fresh_snapshot(server: ServerP
         gap = next(e for e in events if isinstance(e, GapDetected))
         assert (gap.held_seq, gap.prev_seq) == (held, held + 999)
         assert not ws.books["ACME"].live and ws.gaps == 1
-        await wait_for(lambda: ws.books["ACME"].live)  # the session re-subscribed; a snapshot came back
+        await until(lambda: ws.books["ACME"].live)  # the session re-subscribed; a snapshot came back
         after_gap = events[events.index(gap):]
         assert [e for e in after_gap if isinstance(e, BookChanged) and e.snapshot]
         await grace.place_order("ACME", "buy", 2, 3)
         http_book = await grace.book("ACME", depth=1000)
-        await wait_for(lambda: ws.books["ACME"].seq >= http_book.seq)
+        await until(lambda: ws.books["ACME"].seq >= http_book.seq)
         assert [lv.price for lv in ws.books["ACME"].bids()] == [lv.price for lv in http_book.bids]
 
 
@@ -280,24 +275,24 @@ async def test_reconnect_backfills_missed_trades_and_orders_that_changed(server:
     async with Session(server.url, "hank", symbols=["GAMMA"], backoff=backoff) as ws, \
             Client(server.url, "ivan") as ivan, Client(server.url, "judy") as judy:
         ws.add_listener(listen)
-        await wait_for(lambda: "GAMMA" in ws.books and ws.books["GAMMA"].live)
+        await until(lambda: "GAMMA" in ws.books and ws.books["GAMMA"].live)
         await ivan.place_order("GAMMA", "sell", 1, 650)
         await judy.place_order("GAMMA", "buy", 1, 650)
-        await wait_for(lambda: len(trades) >= 1)
+        await until(lambda: len(trades) >= 1)
         mine = await ws.place_order("GAMMA", "sell", 1, 650)
         for start in range(0, 1100, 100):
             await asyncio.gather(*(ivan.place_order("GAMMA", "sell", 1, 651) for _ in range(100)))
         assert ws._ws is not None
         await ws._ws.close()  # the network drops; the server carries on
-        await wait_for(lambda: "reconnecting" in states)
+        await until(lambda: "reconnecting" in states)
         swept = await judy.place_order("GAMMA", "buy", 1101, 651)  # 1101 trades while away
         assert swept.filled_qty == 1101
-        await wait_for(lambda: states[-1] == "connected" and ws.books["GAMMA"].live)
+        await until(lambda: states[-1] == "connected" and ws.books["GAMMA"].live)
         gamma_ids = await all_trades(ivan, "GAMMA", trades[0] - 1)
-        await wait_for(lambda: trades[-1] == gamma_ids[-1], 10)
+        await until(lambda: trades[-1] == gamma_ids[-1], 10)
         assert trades == gamma_ids  # nothing missed, nothing twice
         assert ws.reconnects == 1
-        await wait_for(lambda: any(o.order_id == mine.order_id and o.status == "filled" for o in changed))
+        await until(lambda: any(o.order_id == mine.order_id and o.status == "filled" for o in changed))
 
 
 async def test_session_survives_kill_9(tmp_path: Path) -> None:
@@ -314,15 +309,15 @@ async def test_session_survives_kill_9(tmp_path: Path) -> None:
                 await kim.place_order("ACME", "sell", 1, 1234)
             await ws.place_order("ACME", "buy", 1, 1234)  # a trade the restarted server still holds
             placed = await ws.place_order("ACME", "buy", 7, 1234)
-            await wait_for(lambda: ws.books.get("ACME") is not None and ws.books["ACME"].live
+            await until(lambda: ws.books.get("ACME") is not None and ws.books["ACME"].live
                            and ws.books["ACME"].best_bid is not None)
             await asyncio.to_thread(proc.kill)
-            await wait_for(lambda: ws.state == "reconnecting")
+            await until(lambda: ws.state == "reconnecting")
             with pytest.raises(NotConnected):
                 await ws.place_order("ACME", "buy", 1, 1)
             await asyncio.to_thread(proc.restart)
             await ws.wait_connected(10)
-            await wait_for(lambda: ws.books["ACME"].live)
+            await until(lambda: ws.books["ACME"].live)
             assert ws.books["ACME"].best_bid == Level(1234, 7, 1)  # the acked order survived
             assert others == [] and ws.last_seq >= placed.seq  # the same server: nothing let go
             again = await ws.cancel_order(placed.order_id)
@@ -347,15 +342,15 @@ async def test_another_server_at_the_address_is_followed_afresh(tmp_path: Path) 
         async with Session(first.url, "lena", symbols=["ACME"], backoff=Backoff(0.05, 0.2)) as ws, \
                 Client(first.url, "moe") as moe:
             ws.add_listener(events.append)
-            await wait_for(lambda: "ACME" in ws.books and ws.books["ACME"].live)
+            await until(lambda: "ACME" in ws.books and ws.books["ACME"].live)
             for _ in range(5):  # orders 1-10, trades 1-5: every id and seq the new server starts with
                 await moe.place_order("ACME", "sell", 1, 100)
                 await ws.place_order("ACME", "buy", 1, 100)
-            await wait_for(lambda: ws.client_state.last_trade("ACME") == 5)
+            await until(lambda: ws.client_state.last_trade("ACME") == 5)
             old_seq, old_started = ws.last_seq, ws.log_started
             assert old_started is not None and old_started == (await moe.health()).log_started
             await asyncio.to_thread(first.kill)
-            await wait_for(lambda: ws.state == "reconnecting")
+            await until(lambda: ws.state == "reconnecting")
             await asyncio.to_thread(second.start)
             await ws.wait_connected(10)
             began = (await moe.health()).log_started  # the second server's
@@ -366,7 +361,7 @@ async def test_another_server_at_the_address_is_followed_afresh(tmp_path: Path) 
             await moe.place_order("ACME", "sell", 1, 100)  # order 1 and trade 1 of the new server
             mine = await ws.place_order("ACME", "buy", 3, 100)  # order 2: id seen filled on the old one
             assert (mine.order_id, mine.status) == (2, "partially_filled")
-            await wait_for(lambda: any(isinstance(e, TradesReceived) and e.trades[0].trade_id == 1
+            await until(lambda: any(isinstance(e, TradesReceived) and e.trades[0].trade_id == 1
                                        for e in events[-20:]))
             assert dict(ws.orders) == {2: mine}
     finally:
@@ -406,11 +401,11 @@ async def test_another_exchange_further_on_is_told_by_when_its_log_began(tmp_pat
             ws.add_listener(events.append)
             assert ws.log_started is not None  # known from the first connection on
             mine = await ws.place_order("ACME", "buy", 2, 100)  # rests: no trade seen
-            await wait_for(lambda: mine.order_id in ws.orders and ws.last_seq >= mine.seq)
+            await until(lambda: mine.order_id in ws.orders and ws.last_seq >= mine.seq)
             old_seq, old_started = ws.last_seq, ws.log_started
             assert ahead.seq > old_seq and ahead.log_started != old_started
             await asyncio.to_thread(first.kill)
-            await wait_for(lambda: ws.state == "reconnecting")
+            await until(lambda: ws.state == "reconnecting")
             second.port = first.port
             await asyncio.to_thread(second.restart)
             await ws.wait_connected(10)
@@ -419,7 +414,7 @@ async def test_another_exchange_further_on_is_told_by_when_its_log_began(tmp_pat
                 [f"another exchange at this address: its log began at {_when(ahead.log_started, old_started)}"]
             assert ws.log_started == ahead.log_started
             assert mine.order_id not in ws.orders  # the old exchange's order is let go
-            await wait_for(lambda: "ACME" in ws.books and ws.books["ACME"].live)
+            await until(lambda: "ACME" in ws.books and ws.books["ACME"].live)
             assert ws.books["ACME"].best_ask == Level(200, 1, 1)  # the new exchange's book
     finally:
         first.kill()
@@ -439,9 +434,9 @@ async def test_a_restart_of_the_same_exchange_is_not_another(tmp_path: Path) -> 
                 assert started is not None and started == (await moe.health()).log_started
             for restart in (proc.kill, proc.stop):
                 mine = await ws.place_order("ACME", "buy", 2, 100)
-                await wait_for(lambda: ws.last_seq >= mine.seq)  # its update seen, too
+                await until(lambda: ws.last_seq >= mine.seq)  # its update seen, too
                 await asyncio.to_thread(restart)
-                await wait_for(lambda: ws.state == "reconnecting")
+                await until(lambda: ws.state == "reconnecting")
                 await asyncio.to_thread(proc.restart)
                 await ws.wait_connected(10)
                 assert ws.log_started == started
@@ -495,7 +490,7 @@ async def test_whether_it_is_another_exchange_falls_back_on_the_seq_when_the_ser
 
 async def test_a_refused_token_stops_the_session(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-    tokens.write_text('{"tok-alice": "alice"}')
+    tokens.write_text('{"tok-alice-0123456789": "alice"}')
     proc = ServerProcess(tmp_path / "data", symbols=["ACME"], extra=["--tokens", str(tokens)])
     proc.start()
     try:
@@ -504,7 +499,7 @@ async def test_a_refused_token_stops_the_session(tmp_path: Path) -> None:
             await bad.start(timeout=5)
         assert bad.state == "closed"  # no endless reconnecting with a token that will never work
         await bad.close()
-        async with Session(proc.url, "tok-alice") as good:
+        async with Session(proc.url, "tok-alice-0123456789") as good:
             assert good.account == "alice"
         async with Client(proc.url, "not-a-token") as http:
             with pytest.raises(ApiError) as err:
@@ -546,7 +541,7 @@ async def test_events_iterator_sees_the_session_from_connect_to_close(server: Se
                 await session.close()
 
     consumer = asyncio.create_task(consume())
-    await asyncio.sleep(0)  # the iterator is listening before the session starts
+    await turns(1)  # the iterator is listening before the session starts
     await session.start()
     await asyncio.wait_for(consumer, 10)
     assert seen[:2] == ["connecting", "connected"]
@@ -648,12 +643,12 @@ async def test_a_book_too_big_for_one_message_arrives_whole(big_books: ServerPro
     session = Session(big_books.url, "viewer", symbols=["DEEP"], reconnect=False)
     session.add_listener(events.append)
     async with session:
-        await wait_for(lambda: "DEEP" in session.books and session.books["DEEP"].live, 60)
+        await until(lambda: "DEEP" in session.books and session.books["DEEP"].live, 60)
         book = session.books["DEEP"]
         assert book.bids() == bids and book.asks() == asks
         assert [e.snapshot for e in events if isinstance(e, BookChanged)] == [True]
         placed = await session.place_order("DEEP", "buy", 7, 500_000_050)  # and the feed goes on from it
-        await wait_for(lambda: book.live and book.seq == placed.seq)
+        await until(lambda: book.live and book.seq == placed.seq)
         top = await session.http.book("DEEP", depth=1000)
         assert top.seq == book.seq and (top.bids, top.asks) == (book.bids(1000), book.asks(1000))
         assert book.best_bid == Level(500_000_050, 7, 1) and len(book) == 2 * DEEP_SIDE + 1
@@ -690,13 +685,13 @@ async def test_an_update_too_big_for_one_message_arrives_whole(big_books: Server
     session = Session(big_books.url, "watcher", symbols=[SWEEP], reconnect=False)
     session.add_listener(events.append)
     async with session, Client(big_books.url, "taker", timeout=60) as taker:
-        await wait_for(lambda: SWEEP in session.books and session.books[SWEEP].live, 60)
+        await until(lambda: SWEEP in session.books and session.books[SWEEP].live, 60)
         book = session.books[SWEEP]
         asks = book.asks()
         assert len(asks) == SWEEP_ORDERS
         swept = await taker.place_order(SWEEP, "buy", SWEEP_ORDERS * SWEEP_QTY)
         assert swept.status == "filled" and len(swept.fills) == SWEEP_ORDERS
-        await wait_for(lambda: book.live and book.seq == swept.seq, 30)
+        await until(lambda: book.live and book.seq == swept.seq, 30)
         assert book.asks() == [] and book.bids() == []
         trades = [t for e in events if isinstance(e, TradesReceived) for t in e.trades]
         assert [t.trade_id for t in trades] == [f.trade_id for f in swept.fills]
@@ -711,7 +706,7 @@ async def test_an_update_too_big_for_one_message_arrives_whole(big_books: Server
 
 
 @contextlib.asynccontextmanager
-async def not_tickflow(ws_handler=None, routes: dict | None = None) -> AsyncIterator[str]:  # type: ignore[no-untyped-def]
+async def not_tickflow(ws_handler: Any = None, routes: dict[str, Any] | None = None) -> AsyncIterator[str]:
     """An HTTP server on 127.0.0.1 that is not tickflow: HTML for /health, the wrong JSON elsewhere,
     `ws_handler(ws, message)` (when given) answering what a session sends to /ws, and `routes`
     (path -> JSON answer) for GETs."""
@@ -746,7 +741,7 @@ async def not_tickflow(ws_handler=None, routes: dict | None = None) -> AsyncIter
         await runner.cleanup()
 
 
-def json_answer(answer: object):  # type: ignore[no-untyped-def]
+def json_answer(answer: object) -> Any:
     async def handler(request: web.Request) -> web.Response:
         return web.json_response(answer)
     return handler
@@ -781,7 +776,7 @@ async def test_every_failure_while_the_server_dies_is_a_tickflow_error(tmp_path:
     try:
         async with Session(proc.url, "nina") as ws:
             traders = asyncio.gather(*(trade(ws, n) for n in range(500)))
-            await wait_for(lambda: ws.last_seq > 50, 10)
+            await until(lambda: ws.last_seq > 50, 10)
             await asyncio.to_thread(proc.kill)
             await asyncio.wait_for(traders, 30)
         assert failures and all(isinstance(e, (NotConnected, ConnectionLost)) for e in failures), failures
@@ -824,7 +819,7 @@ async def test_a_session_that_cannot_connect_says_why_and_leaves_nothing_running
     await retrying.close()
 
     tokens = tmp_path / "tokens.json"
-    tokens.write_text('{"tok-pia": "pia"}')
+    tokens.write_text('{"tok-pia-0123456789": "pia"}')
     proc = ServerProcess(tmp_path / "data", symbols=["ACME"], extra=["--tokens", str(tokens)])
     proc.start()
     try:
@@ -853,25 +848,34 @@ async def test_no_fill_is_reported_twice_after_a_reconnection() -> None:
     new = {"orderId": 1, "account": "quinn", "symbol": "BETA", "side": "sell", "type": "limit", "price": 777,
            "qty": 1, "status": "new", "filledQty": 0, "remainingQty": 1, "seq": 5}
     filled = {**new, "status": "filled", "filledQty": 1, "remainingQty": 0, "seq": 6}
+    # A second order, open when the network drops and cancelled meanwhile: the reading again reports it,
+    # in the same step as any report of the first, so once it is reported the first would have been too.
+    other = {**new, "orderId": 2, "price": 778, "seq": 7}
+    other_cancelled = {**other, "status": "cancelled", "remainingQty": 0, "seq": 8}
 
     async def server(ws: web.WebSocketResponse, message: dict) -> None:
         if message["op"] == "auth":
             await ws.send_json({"type": "auth", "account": "quinn"})
-        elif message["op"] == "order":  # a fill's update may come before the answer to the order
+        elif message["op"] == "order" and message["price"] == 777:  # a fill's update may come before the answer
             await ws.send_json({"type": "order", "order": filled})
             await ws.send_json({"type": "result", "id": message["id"], "status": 200, "body": new})
+        elif message["op"] == "order":
+            await ws.send_json({"type": "result", "id": message["id"], "status": 200, "body": other})
 
     reported: list[int] = []
-    routes = {"/orders": {"orders": []}, "/orders/1": filled}
+    cancelled: list[int] = []
+    routes = {"/orders": {"orders": []}, "/orders/1": filled, "/orders/2": other_cancelled}
     async with not_tickflow(server, routes) as url, Session(url, "quinn", backoff=Backoff(0.05, 0.1)) as ws:
         ws.add_listener(lambda e: reported.append(e.order.order_id)
                         if isinstance(e, OrderChanged) and e.order.status == "filled" else None)
+        ws.add_listener(lambda e: cancelled.append(e.order.order_id)
+                        if isinstance(e, OrderChanged) and e.order.status == "cancelled" else None)
         assert (await ws.place_order("BETA", "sell", 1, 777)).status == "new"
+        assert (await ws.place_order("BETA", "sell", 1, 778)).status == "new"
         assert ws._ws is not None
         await ws._ws.close()  # the network drops: the session reconnects and reads its orders again
-        await wait_for(lambda: ws.reconnects == 1 and ws.connected)
-        await ws.http.open_orders()
-        await asyncio.sleep(0.3)  # let the reading again report what it would
+        await until(lambda: ws.reconnects == 1 and ws.connected)
+        await until(lambda: cancelled == [2], message="the reading again to report the other order cancelled")
         assert reported == [1]
 
 
@@ -885,7 +889,7 @@ async def test_closing_while_catching_up_is_quiet(server: ServerProcess, caplog:
                          if isinstance(e, StateChanged) and e.state == "connected" else None)
     assert session._ws is not None
     await session._ws.close()
-    await wait_for(lambda: bool(closing) and closing[0].done())
+    await until(lambda: bool(closing) and closing[0].done())
     assert session.state == "closed"
     assert not other_tasks()
     assert not [r for r in caplog.records if r.name == "tickflow.client"], caplog.text
@@ -899,10 +903,11 @@ class HeldTrades(Client):
 
     release: asyncio.Event
 
-    async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100) -> list[Trade]:
+    async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100, *,
+                     before: int | None = None, newest_first: bool = False) -> list[Trade]:
         if limit > 1:  # the pages of missed trades (a reconnection's look at one trade is let through)
             await self.release.wait()
-        return await super().trades(symbol, after, limit)
+        return await super().trades(symbol, after, limit, before=before, newest_first=newest_first)
 
 
 async def test_fetching_missed_trades_does_not_hold_up_order_answers(server: ServerProcess) -> None:
@@ -911,25 +916,25 @@ async def test_fetching_missed_trades_does_not_hold_up_order_answers(server: Ser
             Client(server.url, "uma") as uma, Client(server.url, "vic") as vic:
         ws.add_listener(lambda e: trades.extend(t.trade_id for t in e.trades)
                         if isinstance(e, TradesReceived) and e.symbol == "DELTA" else None)
-        await wait_for(lambda: "DELTA" in ws.books and ws.books["DELTA"].live)
+        await until(lambda: "DELTA" in ws.books and ws.books["DELTA"].live)
         await uma.place_order("DELTA", "sell", 1, 9000)
         await vic.place_order("DELTA", "buy", 1, 9000)
-        await wait_for(lambda: len(trades) >= 1)
+        await until(lambda: len(trades) >= 1)
         held = HeldTrades(server.url, "tess")
         held.release = asyncio.Event()
         ws._http_client = held
         assert ws._ws is not None
         await ws._ws.close()
-        await wait_for(lambda: ws.state == "reconnecting")
+        await until(lambda: ws.state == "reconnecting")
         for _ in range(60):  # more than a snapshot's 50 recent trades: the rest must be fetched
             await uma.place_order("DELTA", "sell", 1, 9000)
             await vic.place_order("DELTA", "buy", 1, 9000)
-        await wait_for(lambda: ws.connected and ws.books["DELTA"].live)
+        await until(lambda: ws.connected and ws.books["DELTA"].live)
         placed = await ws.place_order("DELTA", "buy", 1, 1, timeout=5)  # answered while the fetch waits
         assert placed.status == "new"
         held.release.set()
         expected = await all_trades(uma, "DELTA", trades[0] - 1)
-        await wait_for(lambda: trades[-1:] == expected[-1:], 10)
+        await until(lambda: trades[-1:] == expected[-1:], 10)
         assert trades == expected  # nothing missed, nothing twice, in order
         await ws.cancel_order(placed.order_id)
         await held.close()
@@ -942,13 +947,13 @@ async def test_a_resync_reads_the_orders_again(server: ServerProcess) -> None:
         ws.add_listener(lambda e: changed.append(e.order) if isinstance(e, OrderChanged) else None)
         resting = await ws.place_order("GAMMA", "sell", 5, 88_000)
         await ws._send({"op": "auth", "token": "ugo", "updates": False})  # the fill's update goes missing
-        await wait_for(lambda: changed and changed[-1].order_id == resting.order_id)
+        await until(lambda: changed and changed[-1].order_id == resting.order_id)
         await wes.place_order("GAMMA", "buy", 5, 88_000, tif="ioc")
         await ws._send({"op": "auth", "token": "ugo", "updates": True})
         await ws.ping()
         assert not any(o.status == "filled" for o in changed)
         await ws.feed('{"type": "resync", "reason": "slow consumer"}')
-        await wait_for(lambda: any(o.order_id == resting.order_id and o.status == "filled" for o in changed))
+        await until(lambda: any(o.order_id == resting.order_id and o.status == "filled" for o in changed))
 
 
 async def test_addresses_are_checked_when_made() -> None:
@@ -982,12 +987,12 @@ async def test_close_codes_reason_and_auth(tmp_path: Path) -> None:
         async with Session(proc.url, "yara", backoff=Backoff(5, 5)) as ws:
             ws.add_listener(lambda e: states.append(e) if isinstance(e, StateChanged) else None)
             await asyncio.to_thread(proc.stop)
-            await wait_for(lambda: ws.state == "reconnecting")
+            await until(lambda: ws.state == "reconnecting")
         assert "1001" in (states[0].error or "") and "shutting down" in (states[0].error or "")
     finally:
         proc.kill()
 
-    def closing(code: int):  # type: ignore[no-untyped-def]
+    def closing(code: int) -> Any:
         async def answer(ws: web.WebSocketResponse, message: dict) -> None:
             await ws.close(code=code, message=b"go away")
         return answer
@@ -1011,7 +1016,7 @@ async def test_start_again_after_the_session_stopped_by_itself(tmp_path: Path) -
         session = Session(proc.url, "zoe", reconnect=False)
         await session.start()
         await asyncio.to_thread(proc.kill)
-        await wait_for(lambda: session.state == "closed")
+        await until(lambda: session.state == "closed")
         with pytest.raises(NotConnected):
             await session.place_order("ACME", "buy", 1, 1)
         await asyncio.to_thread(proc.start)
@@ -1034,7 +1039,7 @@ async def test_ping_timeout_and_ping_while_away_are_tickflow_errors() -> None:
             await ws.ping(timeout=0.2)
         assert ws._ws is not None
         await ws._ws.close()
-        await wait_for(lambda: ws.state == "reconnecting")
+        await until(lambda: ws.state == "reconnecting")
         with pytest.raises(NotConnected):
             await ws.ping()
         assert ws._pongs == []  # a ping never sent leaves no waiter for a later pong to answer
@@ -1074,11 +1079,13 @@ async def open_ids(http: Client) -> list[int]:
 async def until_open(http: Client, expected: list[int], timeout: float = 10.0) -> None:
     """Wait until the account's open orders are `expected` (the server cancels on disconnect once it
     has seen the connection go)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (ids := await open_ids(http)) != expected:
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"open orders {ids}, not {expected}, after {timeout} s")
-        await asyncio.sleep(0.05)
+    seen: list[int] = []
+
+    async def now_expected() -> bool:
+        seen[:] = await open_ids(http)
+        return seen == expected
+
+    await until(now_expected, timeout, interval=0.05, message=lambda: f"open orders {expected}, not {seen}")
 
 
 async def test_fills_are_the_callers_side_of_its_trades(server: ServerProcess) -> None:
@@ -1130,7 +1137,7 @@ async def test_cancel_all_returns_exactly_what_it_cancelled(server: ServerProces
             assert (err.value.status, err.value.field) == (400, field_name)
         # Each cancelled order also came as a private update; the session holds none of them open.
         await ws.ping()
-        await wait_for(lambda: {o.order_id for o in gone} <= {
+        await until(lambda: {o.order_id for o in gone} <= {
             e.order.order_id for e in events if isinstance(e, OrderChanged) and e.order.status == "cancelled"})
         assert dict(ws.orders) == {}
         await other.cancel_all()
@@ -1156,7 +1163,7 @@ async def test_cancel_on_disconnect_cancels_the_accounts_orders_when_the_session
             assert bot._ws is not None
             await bot._ws.close()  # the connection goes; the session reconnects
             await until_open(http, [])
-            await wait_for(lambda: states[-1] == "connected")
+            await until(lambda: states[-1] == "connected")
             placed = await bot.place_order("GAMMA", "buy", 2, 70)  # armed again with the new sign-in
 
             await human.start()

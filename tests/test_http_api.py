@@ -6,7 +6,6 @@ import asyncio
 import gzip
 import json
 import logging
-import time
 import zlib
 from typing import Any
 
@@ -505,7 +504,12 @@ async def test_an_idle_connection_is_closed_after_the_idle_timeout_but_a_websock
                     closed = True
             assert closed, "a request whose headers never end was not cut off"
             slow.close()
-            await asyncio.sleep(1.5)  # the WebSocket idles three timeouts long
+            # The WebSocket idles three timeouts long (and more): two more silent connections, opened one
+            # after the other, are each closed by the idle timeout while it is left alone.
+            for _ in range(2):
+                quiet_reader, quiet = await asyncio.open_connection("127.0.0.1", server.port)
+                assert await asyncio.wait_for(quiet_reader.read(), 10) == b""
+                quiet.close()
             await ws.send_json({"op": "subscribe", "symbols": ["ACME"]})
             assert (await ws.receive_json(timeout=10))["type"] in ("auth", "snapshot")
             assert not ws.closed
@@ -581,7 +585,7 @@ async def test_everything_survives_a_restart(server: ServerProcess, kill: bool) 
             _, result = await call(s, "POST", f"{u}/orders", f"acct{i % 3}", json=body)
             sent.append((f"acct{i % 3}", body, result))
         _, book = await call(s, "GET", f"{u}/book/ACME")
-        time.sleep(0.2)
+        # (Reads of trades, bars and fills wait until the trade store holds every durable trade.)
         _, trades = await call(s, "GET", f"{u}/trades?limit=1000")
         _, bars = await call(s, "GET", f"{u}/bars?symbol=ACME")
         _, open0 = await call(s, "GET", f"{u}/orders", "acct0")

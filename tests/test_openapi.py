@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # (no types-jsonschema in the test extras)
 import pytest
 
 from server_process import ServerProcess

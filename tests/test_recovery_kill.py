@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Cancel, Command, NewOrder, Outcome, Reason
+from tickflow.core.types import Cancel, Command, NewOrder, Outcome, Reason, Side
 from tickflow.store.log.codec import decode_record
 from tickflow.store.recovery import recover
 from tickflow.store.log.wal import Wal
@@ -37,7 +37,7 @@ def make_commands(rng: random.Random, start: int, n: int) -> list[tuple[int, Com
             victim = rng.randrange(start or 1, ident)
             out.append((ident, Cancel(f"acct{victim % 8}", rng.randint(1, max(1, ident - start)))))
             continue
-        side = rng.choice(["buy", "sell"])
+        side: Side = rng.choice(["buy", "sell"])
         price = 100 + rng.randint(-3, 3) + (-1 if side == "buy" else 1)
         out.append((ident, NewOrder(f"acct{ident % 8}", "ACME", side, "limit", price, rng.randint(1, 10),
                                     client_order_id=f"k{ident}")))

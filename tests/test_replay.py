@@ -10,7 +10,7 @@ import pytest
 from helpers.logs import commands, open_log, replayed, write_log
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder, Outcome, Record
+from tickflow.core.types import AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder, OrderType, Outcome, Record
 from tickflow.store.log.codec import decode_record, encode_record
 from tickflow.store.recovery import recover
 from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, frame
@@ -33,7 +33,7 @@ def mixed_commands(n: int, seed: int) -> list[Command]:
         elif roll < 0.17:
             out.append(AddSymbol(rng.choice(["ACME", "NEW"])))
         else:
-            kind = rng.choice(["limit", "limit", "limit", "market"])
+            kind: OrderType = rng.choice(["limit", "limit", "limit", "market"])
             out.append(NewOrder(
                 account, rng.choice(["ACME", "GLOBEX", "NOPE"]), rng.choice(["buy", "sell"]), kind,
                 100 + rng.randint(-6, 6) if kind == "limit" else 0, rng.randint(1, 30),
@@ -189,6 +189,7 @@ def test_recovery_describes_itself(tmp_path: Path) -> None:
         f.write(b"\x01\x02\x03")
     _, recovery = replayed(path)
     assert str(recovery).startswith("replayed 5 records (last seq 5) in ")
+    assert recovery.cut is not None
     assert str(recovery).endswith("; cut a torn tail at byte %d: 3 bytes dropped (short header)" % recovery.cut.offset)
 
 

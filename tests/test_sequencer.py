@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
-from helpers.aio import started, until
+from helpers.aio import started
 from helpers.fileops import GatedOps, PowerLossOps
 from helpers.logs import open_log, replayed
+from helpers.wait import turns, until
 
-from tickflow.core.types import AddSymbol, Amend, Cancel, NewOrder, Outcome, Reason
+from tickflow.core.types import AddSymbol, Amend, Cancel, NewOrder, OrderState, Outcome, Reason, Side
 from tickflow.net.exchange.sequencer import BadCommand, Sequencer, SequencerStopped
 from tickflow.store.log.codec import decode_record
 from tickflow.store.log.wal import MAX_PAYLOAD, Wal
@@ -21,9 +22,15 @@ MODES = ["none", "group", "order"]
 
 
 def order(i: int, cid: str | None = None, qty: int = 5, account: str | None = None) -> NewOrder:
-    side = "buy" if i % 2 else "sell"
+    side: Side = "buy" if i % 2 else "sell"
     return NewOrder(account or f"acct{i % 5}", "ACME", side, "limit", 100 + (i % 3) - (2 if side == "buy" else 0),
                     qty, client_order_id=cid)
+
+
+def result(outcome: Outcome) -> OrderState:
+    """The order an outcome is about (one that has none fails the test)."""
+    assert outcome.result is not None, outcome
+    return outcome.result
 
 
 @pytest.fixture
@@ -31,7 +38,7 @@ def path(tmp_path: Path) -> str:
     return str(tmp_path / "seq.wal")
 
 
-async def with_symbol(path: str, mode: str = "group", **kwargs: object) -> Sequencer:
+async def with_symbol(path: str, mode: str = "group", **kwargs: Any) -> Sequencer:
     sequencer = await started(path, mode, **kwargs)
     await sequencer.submit(AddSymbol("ACME"))
     return sequencer
@@ -58,13 +65,17 @@ async def test_a_full_queue_makes_callers_wait_and_drops_nothing(path: str) -> N
     sequencer = await started(path, "group", ops, queue_size=8)
     tasks = [asyncio.create_task(sequencer.submit(order(i, f"o{i}"))) for i in range(100)]
     tasks.insert(0, asyncio.create_task(sequencer.submit(AddSymbol("ACME"))))
-    await until(ops.entered.is_set, what="the first sync")
-    depths = []
-    for _ in range(20):
-        await asyncio.sleep(0.002)
+    await until(ops.entered.is_set, message="the first sync")
+    depths: list[int] = []
+
+    def full() -> bool:
         depths.append(sequencer.queue_depth)
-        assert not any(t.done() for t in tasks)
+        return depths[-1] >= 8
+
     # The disk is stalled: the writer stops matching ahead, the queue fills, the rest wait.
+    await until(full, message=lambda: f"a full queue (depths seen: {sorted(set(depths))})")
+    await turns()
+    assert not any(t.done() for t in tasks)
     assert max(depths) == 8
     assert sequencer.seq < 100
     ops.gate.set()
@@ -114,8 +125,13 @@ async def test_no_answer_or_listener_call_before_the_record_is_durable(path: str
     sequencer.listeners.append(published.append)
     tasks = [asyncio.create_task(sequencer.submit(AddSymbol("ACME")))]
     tasks += [asyncio.create_task(sequencer.submit(order(i))) for i in range(20)]
-    await until(ops.entered.is_set, what="the first sync")
-    await asyncio.sleep(0.05)
+    await until(ops.entered.is_set, message="the first sync")
+    # All that can be is written and matched while the first sync is stalled (all 21 in group mode, one
+    # command per sync in order mode): any early answer is out by then.
+    matched = 21 if mode == "group" else 1
+    await until(lambda: sequencer.seq == matched and sequencer.queue_depth == 21 - matched,
+                message=f"{matched} matched")
+    await turns()
     assert sequencer.seq >= 1, "the record was written and matched"
     assert not any(t.done() for t in tasks) and published == []
     assert Path(path).stat().st_size > 0
@@ -175,13 +191,13 @@ async def test_a_sync_answers_exactly_the_batches_within_the_bytes_it_made_durab
     published: list[list[int]] = []
     sequencer.listeners.append(lambda batch: published.append([o.seq for o in batch]))
     first = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
-    await until(lambda: len(syncer.sizes) == 1, what="the first batch written")
+    await until(lambda: len(syncer.sizes) == 1, message="the first batch written")
     second = asyncio.create_task(sequencer.submit(order(1)))
-    await until(lambda: len(syncer.sizes) == 2, what="the second batch, written while the first syncs")
+    await until(lambda: len(syncer.sizes) == 2, message="the second batch, written while the first syncs")
     assert sequencer.seq == 2 and not first.done() and published == []
     syncer.finish(syncer.sizes[1] - 1)  # one byte short of the second batch
-    assert (await first).seq == 1 and published == [[1]]
-    await asyncio.sleep(0.01)
+    assert (await first).seq == 1 and published == [[1]]  # (the second's answer would be given in the same call)
+    await turns()
     assert not second.done()
     syncer.finish(syncer.sizes[1])
     assert (await second).seq == 2 and published == [[1], [2]]
@@ -195,15 +211,15 @@ async def test_a_sync_answers_exactly_the_batches_within_the_bytes_it_made_durab
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_cancel_or_amend_sure_to_be_refused_is_answered_without_a_log_record(path: str, mode: str) -> None:
     sequencer = await with_symbol(path, mode)
-    mine = await sequencer.submit(order(1, account="alice"))
-    done = await sequencer.submit(order(2, account="alice"))
-    assert (await sequencer.submit(Cancel("alice", done.result.order_id))).error is None
+    mine = result(await sequencer.submit(order(1, account="alice")))
+    done = result(await sequencer.submit(order(2, account="alice")))
+    assert (await sequencer.submit(Cancel("alice", done.order_id))).error is None
     records = sequencer.wal.records
     answers = [
-        await sequencer.submit(Cancel("bob", mine.result.order_id)),  # not bob's: as unknown
-        await sequencer.submit(Amend("bob", mine.result.order_id, qty=1)),
-        await sequencer.submit(Cancel("alice", done.result.order_id)),  # already cancelled
-        await sequencer.submit(Amend("alice", done.result.order_id, qty=1)),
+        await sequencer.submit(Cancel("bob", mine.order_id)),  # not bob's: as unknown
+        await sequencer.submit(Amend("bob", mine.order_id, qty=1)),
+        await sequencer.submit(Cancel("alice", done.order_id)),  # already cancelled
+        await sequencer.submit(Amend("alice", done.order_id, qty=1)),
         await sequencer.submit(Cancel("bob", sequencer.engine.next_order_id + 5)),  # never given out
         await sequencer.submit(Amend("bob", (1 << 62) - 1, qty=1)),
     ]
@@ -214,7 +230,7 @@ async def test_a_cancel_or_amend_sure_to_be_refused_is_answered_without_a_log_re
     assert answers[2].result is not None and answers[2].result.status == "cancelled"
     assert sequencer.wal.records == records, "nothing was logged for them"
     # The same refusals from the engine itself, as replay would give them: the answers are unchanged.
-    for command, answer in zip([Cancel("bob", mine.result.order_id), Cancel("alice", done.result.order_id)],
+    for command, answer in zip([Cancel("bob", mine.order_id), Cancel("alice", done.order_id)],
                                [answers[0], answers[2]]):
         applied = sequencer.engine.apply(0, 0, command)
         assert (applied.error, applied.result) == (answer.error, answer.result)
@@ -226,19 +242,20 @@ async def test_an_id_an_order_in_flight_will_take_is_sequenced_not_refused(path:
     ops = GatedOps()
     sequencer = await started(path, "group", ops)
     symbol = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
-    await until(ops.entered.is_set, what="the first sync")
+    await until(ops.entered.is_set, message="the first sync")
     next_id = sequencer.engine.next_order_id
     placed = asyncio.create_task(sequencer.submit(order(1, account="alice")))
     cancel = asyncio.create_task(sequencer.submit(Cancel("alice", next_id)))
     beyond = asyncio.create_task(sequencer.submit(Cancel("alice", next_id + 10)))
-    await asyncio.sleep(0.02)
+    await until(beyond.done, message="the refusal of an id no command in flight can take")
+    await turns()  # (the cancel was submitted before it)
     assert not cancel.done(), "the id is not given out yet: only the log's order can tell"
     assert beyond.done() and beyond.result().error == Reason.UNKNOWN_ORDER and beyond.result().seq == 0, \
         "no command in flight can be given that id"
     ops.gate.set()
     await symbol
-    assert (await placed).result.order_id == next_id
-    assert (await cancel).error is None and (await cancel).result.status == "cancelled"
+    assert result(await placed).order_id == next_id
+    assert (await cancel).error is None and result(await cancel).status == "cancelled"
     await sequencer.stop()
 
 
@@ -249,14 +266,14 @@ async def test_a_refusal_waits_for_the_log_while_what_it_reports_is_not_durable(
     await sequencer.start()
     tasks = [asyncio.create_task(sequencer.submit(AddSymbol("ACME")))]
     tasks.append(asyncio.create_task(sequencer.submit(order(1, account="alice"))))
-    await until(lambda: sequencer.seq == 2, what="the order matched")
+    await until(lambda: sequencer.seq == 2, message="the order matched")
     order_id = sequencer.engine.next_order_id - 1
     tasks.append(asyncio.create_task(sequencer.submit(Cancel("alice", order_id))))
-    await until(lambda: sequencer.seq == 3, what="the cancel matched")
+    await until(lambda: sequencer.seq == 3, message="the cancel matched")
     # The order is cancelled in the engine, but not durably: a power cut now would bring it back
     # live, so "not open" is not yet true. The second cancel goes through the log.
     again = asyncio.create_task(sequencer.submit(Cancel("alice", order_id)))
-    await until(lambda: sequencer.seq == 4, what="the second cancel logged")
+    await until(lambda: sequencer.seq == 4, message="the second cancel logged")
     assert not again.done()
     syncer.finish(syncer.sizes[-1])
     assert (await again).error == Reason.NOT_OPEN and (await again).seq == 4
@@ -272,14 +289,14 @@ async def test_a_retry_of_an_order_in_flight_gets_the_same_answer_and_is_applied
     ops = GatedOps()
     sequencer = await started(path, "group", ops)
     first = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
-    await until(ops.entered.is_set, what="the first sync")
+    await until(ops.entered.is_set, message="the first sync")
     # One retry while the order is queued behind the stalled sync, one after it is matched.
     original = asyncio.create_task(sequencer.submit(order(1, "abc")))
     queued_retry = asyncio.create_task(sequencer.submit(order(1, "abc")))
-    await asyncio.sleep(0.01)
+    await until(lambda: sequencer.seq == 2, message="the order written and matched")
     assert sequencer.seq == 2, "written and matched, not yet durable"
     matched_retry = asyncio.create_task(sequencer.submit(order(1, "abc")))
-    await asyncio.sleep(0.01)
+    await turns()  # the retry reaches its wait for the original's answer
     assert not any(t.done() for t in (first, original, queued_retry, matched_retry))
     ops.gate.set()
     a, b, c = await asyncio.gather(original, queued_retry, matched_retry)
@@ -302,7 +319,7 @@ async def test_same_client_order_id_with_other_fields_is_refused_and_the_origina
     await until(ops.entered.is_set)
     original = asyncio.create_task(sequencer.submit(order(1, "abc", qty=5)))
     in_flight = asyncio.create_task(sequencer.submit(order(1, "abc", qty=6)))
-    await asyncio.sleep(0.01)
+    await until(lambda: sequencer.seq == 2, message="the original written and matched, the other in flight")
     ops.gate.set()
     await setup
     a, b = await asyncio.gather(original, in_flight)
@@ -345,9 +362,9 @@ async def test_a_cancelled_caller_does_not_cancel_its_command_or_its_retries(pat
     setup = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
     await until(ops.entered.is_set)
     impatient = asyncio.create_task(sequencer.submit(order(1, "x")))
-    await asyncio.sleep(0.01)
+    await until(lambda: sequencer.seq == 2, message="the order written and matched")
     retry = asyncio.create_task(sequencer.submit(order(1, "x")))
-    await asyncio.sleep(0.01)
+    await turns()  # the retry waits for the first attempt's answer
     impatient.cancel()
     ops.gate.set()
     await setup
@@ -365,14 +382,14 @@ async def test_a_retry_of_an_attempt_that_never_got_queued_goes_in_itself(path: 
     setup = asyncio.create_task(sequencer.submit(AddSymbol("ACME")))
     await until(ops.entered.is_set)
     filler = asyncio.create_task(sequencer.submit(order(0)))
-    await asyncio.sleep(0.01)
+    await until(lambda: sequencer.queue_depth == 1, message="the filler queued")
     assert sequencer.queue_depth == 1
     waiting = asyncio.create_task(sequencer.submit(order(1, "y")))  # no room: not queued
-    await asyncio.sleep(0.01)
+    await turns()  # it waits for room
     retry = asyncio.create_task(sequencer.submit(order(1, "y")))
-    await asyncio.sleep(0.01)
+    await turns()  # it waits for the first attempt
     waiting.cancel()
-    await asyncio.sleep(0.01)
+    await turns()  # the cancelled attempt lets go of its place
     ops.gate.set()
     await asyncio.gather(setup, filler)
     answer = await retry
@@ -389,7 +406,7 @@ async def test_a_retry_of_an_attempt_that_never_got_queued_goes_in_itself(path: 
 async def test_stop_finishes_what_is_queued_and_in_flight(path: str, mode: str) -> None:
     sequencer = await with_symbol(path, mode)
     tasks = [asyncio.create_task(sequencer.submit(order(i))) for i in range(300 if mode != "order" else 40)]
-    await asyncio.sleep(0)  # all queued
+    await turns(1)  # all queued
     await sequencer.stop()
     outcomes = await asyncio.gather(*tasks)
     assert all(o.result is not None for o in outcomes)
@@ -406,7 +423,9 @@ async def test_stop_waits_for_the_sync_in_flight(path: str) -> None:
     tasks = [asyncio.create_task(sequencer.submit(AddSymbol(f"S{i}"))) for i in range(10)]
     await until(ops.entered.is_set)
     stopping = asyncio.create_task(sequencer.stop())
-    await asyncio.sleep(0.05)
+    # All ten written and matched while the sync is stalled: only the sync now keeps stop() waiting.
+    await until(lambda: sequencer.seq == 10 and sequencer.queue_depth == 0, message="all ten matched")
+    await turns()
     assert not stopping.done() and not any(t.done() for t in tasks)
     ops.gate.set()
     await stopping
@@ -418,9 +437,9 @@ async def test_stop_refuses_callers_still_waiting_for_room(path: str) -> None:
     sequencer = await started(path, "order", ops, queue_size=2)
     tasks = [asyncio.create_task(sequencer.submit(AddSymbol(f"S{i}"))) for i in range(10)]
     await until(ops.entered.is_set)
-    await asyncio.sleep(0.01)
+    await until(lambda: sequencer.queue_depth == 2, message="the queue full (one synced, two queued)")
     stopping = asyncio.create_task(sequencer.stop())
-    await asyncio.sleep(0.01)
+    await until(lambda: sum(t.done() for t in tasks) == 7, message="the seven waiting for room refused")
     ops.gate.set()
     await stopping
     results = await asyncio.gather(*tasks, return_exceptions=True)

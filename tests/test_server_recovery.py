@@ -22,7 +22,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from helpers import procfs
 from helpers.logs import commands, write_log
+from helpers.wait import wait_until
 
 from server_process import ServerProcess
 
@@ -30,6 +32,9 @@ from tickflow.core.types import AddSymbol
 from tickflow.store.datadir import lock_data_dir
 from tickflow.store.log.codec import decode_record
 from tickflow.store.log.wal import FILE_HEADER
+
+NO_SNAPSHOTS = ["--snapshot-every", "0"]
+"""For the tests of the log itself: no snapshot, so that every start reads the whole log."""
 
 
 async def _place(url: str, account: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +148,7 @@ async def test_a_torn_tail_is_cut_and_reported(tmp_path: Path) -> None:
 
 
 async def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path / "data").start()
+    server = ServerProcess(tmp_path / "data", extra=NO_SNAPSHOTS).start()
     await _trade_a_little(server.url, 3)
     server.stop()
     log = server.data / "wal.log"
@@ -158,10 +163,10 @@ async def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path) -> None
 
 async def test_tokens_file_maps_tokens_to_accounts(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"s3cret-a": "alice", "s3cret-b": "bob"}))
+    tokens.write_text(json.dumps({"s3cret-a-0123456789": "alice", "s3cret-b-0123456789": "bob"}))
     server = ServerProcess(tmp_path / "data", extra=["--tokens", str(tokens)]).start()
     try:
-        placed = await _place(server.url, "s3cret-a", {"symbol": "ACME", "side": "buy", "price": 10, "qty": 1})
+        placed = await _place(server.url, "s3cret-a-0123456789", {"symbol": "ACME", "side": "buy", "price": 10, "qty": 1})
         assert placed["account"] == "alice"
         assert (await _get(f"{server.url}/health"))["accounts"] == "tokens"
         async with aiohttp.ClientSession() as s:
@@ -169,7 +174,7 @@ async def test_tokens_file_maps_tokens_to_accounts(tmp_path: Path) -> None:
                               json={"symbol": "ACME", "side": "buy", "price": 10, "qty": 1}) as r:
                 assert r.status == 401  # the account name is not a token here
             async with s.get(f"{server.url}/orders/{placed['orderId']}",
-                             headers={"Authorization": "Bearer s3cret-b"}) as r:
+                             headers={"Authorization": "Bearer s3cret-b-0123456789"}) as r:
                 assert r.status == 404
     finally:
         server.kill()
@@ -257,7 +262,7 @@ async def test_a_log_from_before_headers_is_refused_with_the_fix_and_upgraded_by
         return subprocess.run([sys.executable, "-m", "tickflow.cli", "log", "--data", str(server.data), *extra],
                               capture_output=True, text=True, timeout=60)
 
-    server = ServerProcess(tmp_path / "data").start()
+    server = ServerProcess(tmp_path / "data", extra=NO_SNAPSHOTS).start()
     await _trade_a_little(server.url, 4)
     book = await _get(f"{server.url}/book/ACME")
     server.stop()
@@ -299,7 +304,7 @@ async def test_a_log_from_before_headers_is_refused_with_the_fix_and_upgraded_by
 async def test_sqlite_with_gaps_or_ahead_of_the_log_is_brought_in_line(tmp_path: Path) -> None:
     import sqlite3
 
-    server = ServerProcess(tmp_path / "data").start()
+    server = ServerProcess(tmp_path / "data", extra=NO_SNAPSHOTS).start()
     try:
         await _trade_a_little(server.url)
         trades = await _get(f"{server.url}/trades?limit=1000")
@@ -339,7 +344,7 @@ def _symbols_only(log: bytes) -> int:
 async def test_a_missing_log_beside_a_trade_store_is_refused_not_taken_for_a_new_exchange(tmp_path: Path) -> None:
     import sqlite3
 
-    server = ServerProcess(tmp_path / "data").start()
+    server = ServerProcess(tmp_path / "data", extra=NO_SNAPSHOTS).start()
     try:
         await _trade_a_little(server.url)
         server.stop()
@@ -423,13 +428,16 @@ async def test_startup_failures_exit_with_a_message_and_free_the_data_directory(
     assert not (tmp_path / "x").exists()
 
 
-async def test_sighup_stops_the_server_cleanly(tmp_path: Path) -> None:
+async def test_sighup_does_not_stop_the_server_and_sigterm_stops_it_cleanly(tmp_path: Path) -> None:
     import signal
 
     server = ServerProcess(tmp_path / "data").start()
     await _trade_a_little(server.url, 2)
     assert server.proc is not None
-    server.proc.send_signal(signal.SIGHUP)
+    server.proc.send_signal(signal.SIGHUP)  # reloads --tokens (issue 27): here, there is none to reload
+    await _trade_a_little(server.url, 2)
+    assert server.proc.poll() is None
+    server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(20) == 0
     assert not (server.data / "trades.sqlite-wal").exists()  # SQLite closed properly
 
@@ -564,10 +572,8 @@ async def test_two_servers_started_together_on_one_port_the_second_refuses_at_on
                 [sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port", str(port),
                  "--symbols", "ACME"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while not all(p.poll() is not None or "listening on" in _out(d) for d, p in procs.items()):
-            assert time.monotonic() < deadline, {d.name: _out(d) for d in procs}
-            time.sleep(0.05)
+        wait_until(lambda: all(p.poll() is not None or "listening on" in _out(d) for d, p in procs.items()),
+                   timeout=60, interval=0.05, message=lambda: str({d.name: _out(d) for d in procs}))
         refused = [d for d, p in procs.items() if p.poll() is not None]
         assert len(refused) == 1, {d.name: _out(d) for d in procs}
         loser, (winner,) = refused[0], [d for d in procs if d not in refused]
@@ -596,27 +602,37 @@ async def test_a_port_another_program_takes_during_the_replay_is_refused_with_no
     """A program that is not tickflow is not held off the bound port: it can bind and listen while the
     server replays. The server then says so, without a traceback (uvloop used to drop the failed
     listen, and the server died on it later), and before the symbols of --symbols are logged."""
-    data = tmp_path / "data"
-    data.mkdir()
-    write_log(str(data / "wal.log"), commands(60_000))  # ACME only; GLOBEX would be logged at start-up
-    log = (data / "wal.log").read_bytes()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with open(tmp_path / "data.out", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port",
-                                 str(port), "--symbols", "ACME,GLOBEX"], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-    taker = socket.socket()
-    claim = f"@tickflow-listen 127.0.0.1 {port}"
-    try:
-        deadline = time.monotonic() + 30
-        # Its claim on the address shows it has bound the port; it replays before it listens. Stopped there,
-        # it gives another program all the time in the world (a replay takes a fifth of a second here).
-        while claim not in Path("/proc/net/unix").read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, _out(data)
-            time.sleep(0.002)
+    write_log(str(tmp_path / "wal.log"), commands(60_000))  # ACME only; GLOBEX would be logged at start-up
+    log = (tmp_path / "wal.log").read_bytes()
+    for attempt in range(5):
+        data = tmp_path / f"data{attempt}"
+        data.mkdir()
+        (data / "wal.log").write_bytes(log)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with open(tmp_path / f"{data.name}.out", "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "tickflow.cli", "serve", "--data", str(data), "--port",
+                                     str(port), "--symbols", "ACME,GLOBEX"], stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # Its claim on the address shows it has bound the port; it replays before it listens. Stopped
+        # there, it gives another program all the time in the world (a replay takes a fifth of a second
+        # here). Whether it was stopped in time is then looked up, not assumed: on a busy machine it may
+        # have been listening already, and that start is tried again.
+        claim = f"@tickflow-listen 127.0.0.1 {port}"
+        wait_until(lambda: claim in Path("/proc/net/unix").read_text() or proc.poll() is not None,
+                   timeout=30, interval=0.001, message=lambda: _out(data))
+        assert proc.poll() is None, _out(data)
         os.kill(proc.pid, signal.SIGSTOP)
+        wait_until(lambda: procfs.state(proc.pid) == "T", message="the server stopped")
+        if not _listening_on(port):
+            break
+        proc.kill()
+        proc.wait()
+    else:
+        pytest.fail("the server was listening each of 5 times it was stopped just after binding the port")
+    taker = socket.socket()
+    try:
         taker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         taker.bind(("127.0.0.1", port))
         try:
@@ -631,6 +647,14 @@ async def test_a_port_another_program_takes_during_the_replay_is_refused_with_no
     said = _out(data)
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in said and "Traceback" not in said, said
     assert (data / "wal.log").read_bytes() == log
+
+
+def _listening_on(port: int) -> bool:
+    """A socket listens on 127.0.0.1:`port` (/proc/net/tcp: state 0A)."""
+    address = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp") as f:
+        return any(fields[1] == address and fields[3] == "0A" for fields in (line.split() for line in f)
+                   if len(fields) > 3)
 
 
 # ------------------------------------------------------------------ tickflow log --upgrade
@@ -740,10 +764,9 @@ def test_the_server_lifts_a_low_limit_on_open_files(tmp_path: Path) -> None:
                                  "--port", "0", "--symbols", "ACME"], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, preexec_fn=low)
     try:
-        deadline = time.monotonic() + 30
-        while "listening on" not in (tmp_path / "out").read_text(errors="replace"):
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "out").read_text()
-            time.sleep(0.05)
+        wait_until(lambda: "listening on" in (tmp_path / "out").read_text(errors="replace") or proc.poll() is not None,
+                   timeout=30, interval=0.05, message=lambda: (tmp_path / "out").read_text())
+        assert proc.poll() is None, (tmp_path / "out").read_text()
         limits = Path(f"/proc/{proc.pid}/limits").read_text()
         (line,) = [x for x in limits.splitlines() if x.startswith("Max open files")]
         raised = int(line.split()[3])

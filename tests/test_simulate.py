@@ -13,7 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.probe import metric, sequenced_after, websockets_seen_closed
+from helpers.wait import until
 
+from tickflow.core.types import Status
 from tickflow.demo import ServerProcess, free_port
 from tickflow.net.client import Client, Order
 from tickflow.simulate import MarketMaker, Stats, simulate
@@ -36,36 +39,53 @@ async def open_orders_of(url: str, accounts: list[str]) -> int:
 
 
 async def test_simulated_market_quotes_trades_and_cancels(server: ServerProcess) -> None:
-    run = asyncio.create_task(simulate(server.url, ["ACME", "BETA"], rate=300, makers=3, takers=2, duration=2.0,
+    stop = asyncio.Event()
+    commands = await metric(server.url, "tickflow_commands_total")
+    run = asyncio.create_task(simulate(server.url, ["ACME", "BETA"], rate=300, makers=3, takers=2, stop=stop,
                                        seed=3, quiet=True, prefix="live"))
-    await asyncio.sleep(1.5)
-    async with Client(server.url) as http:
-        for symbol in ("ACME", "BETA"):
-            book = await http.book(symbol)
-            assert book.bids and book.asks and book.bids[0].price < book.asks[0].price
+
+    async def busy_and_quoted() -> bool:
+        """While it runs: both books quoted on both sides, trades in ACME, and as many commands sequenced
+        as the two seconds it used to run for gave (about 600: quotes, their cancels and the takers')."""
+        if run.done():
+            return True  # (it failed: awaiting it below says why)
+        async with Client(server.url) as http:
+            for symbol in ("ACME", "BETA"):
+                book = await http.book(symbol)
+                if not (book.bids and book.asks):
+                    return False
+                assert book.bids[0].price < book.asks[0].price
+            if not await http.trades("ACME", limit=1):
+                return False
+        return await metric(server.url, "tickflow_commands_total") - commands > 500
+
+    # Stopped by what it has done, not after a time a busy machine may not get enough done in.
+    await until(busy_and_quoted, timeout=120, interval=0.05, message="the simulated market to quote and trade")
+    stop.set()
     stats = await run
     assert stats.sent > 200 and stats.errors == 0
     assert stats.by_kind.get("quote", 0) > 0 and stats.by_kind.get("cancel", 0) > 0
     assert stats.filled_qty > 0
     # The makers signed in with cancel on disconnect: their quotes leave with them.
     makers = [f"live-mm{i}" for i in (1, 2, 3)]
-    deadline = time.monotonic() + 10
-    while await open_orders_of(server.url, makers) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+
+    async def quotes_gone() -> bool:
+        return await open_orders_of(server.url, makers) == 0
+
+    await until(quotes_gone, interval=0.05, message="the makers' quotes cancelled on disconnect")
     assert await open_orders_of(server.url, makers) == 0
     async with Client(server.url) as http:
-        for _ in range(50):  # the trade store follows the acks closely
-            trades = await http.trades("ACME", limit=1000)
-            if trades:
-                break
-            await asyncio.sleep(0.05)
-        assert trades and {t.aggressor for t in trades} <= {"buy", "sell"}
+        stored = await http.trades("ACME", limit=1000)  # a read waits for the trade store to hold the acks' trades
+        assert stored and {t.aggressor for t in stored} <= {"buy", "sell"}
 
 
 async def test_keep_quotes_leaves_the_makers_quotes_on_the_book(server: ServerProcess) -> None:
     await simulate(server.url, ["BETA"], rate=100, makers=2, takers=0, duration=1.0, seed=5, quiet=True,
                    prefix="keep", keep_quotes=True)
-    await asyncio.sleep(0.5)  # what a cancel on disconnect would have taken by now
+    # A cancel on disconnect would be under way once the server has seen the connections go, and in the
+    # log before a command sequenced after that.
+    await websockets_seen_closed(server.url)
+    await sequenced_after(server.url, "BETA")
     assert await open_orders_of(server.url, ["keep-mm1", "keep-mm2"]) > 0
 
 
@@ -75,7 +95,7 @@ def test_a_stale_answer_never_reopens_a_quote_its_fill_closed() -> None:
     stats = Stats()
     maker = MarketMaker("mm", "http://127.0.0.1:9", ["ACME"], {}, stats, random.Random(1), subscribe=False)
 
-    def order(status: str, seq: int, order_id: int = 7) -> Order:
+    def order(status: Status, seq: int, order_id: int = 7) -> Order:
         return Order(order_id, "mm", "ACME", "sell", "limit", 5, status, price=100, seq=seq)
 
     seen = maker.session.client_state.orders.track  # what the session does with each update and each call's answer
@@ -96,7 +116,8 @@ def test_simulate_command_runs_for_its_duration(server: ServerProcess) -> None:
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert "simulate: done: sent" in out.stdout
-    assert time.monotonic() - start < 15
+    took = time.monotonic() - start
+    assert 1.0 <= took < 15, took  # not less than its duration (more: a start, connections, a busy machine)
 
 
 def test_demo_starts_server_and_market_and_stops_them(tmp_path: Path) -> None:
@@ -118,11 +139,8 @@ def test_demo_starts_server_and_market_and_stops_them(tmp_path: Path) -> None:
 
         async def traded() -> int:
             async with Client(f"http://127.0.0.1:{port}") as http:
-                for _ in range(300):  # generous: the machine may be busy
-                    if await http.trades(limit=10):
-                        return 1
-                    await asyncio.sleep(0.05)
-            return 0
+                await until(lambda: http.trades(limit=10), timeout=15, interval=0.05, message="a trade")
+            return 1
 
         assert asyncio.run(traded()) == 1  # the simulated market is running
         demo.send_signal(signal.SIGINT)

@@ -3,6 +3,8 @@ command answered the same (tickflow/core/snapshot.py, and store/snapshots.py's f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -73,7 +75,7 @@ def test_time_priority_survives_a_snapshot() -> None:
     (lambda s: s.books[0].asks[0].__setitem__(0, 99), "cannot rest"),
     (lambda s: s.books[0].asks.clear(), "rests in no level"),
 ])
-def test_a_state_that_contradicts_itself_is_refused(damage, why: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_state_that_contradicts_itself_is_refused(damage: Callable[[EngineState], object], why: str) -> None:
     engine = _engine_after([AddSymbol("X"), NewOrder("a", "X", "sell", "limit", 100, 5)])
     state = msgspec.msgpack.decode(msgspec.msgpack.encode(capture(engine)), type=EngineState)
     damage(state)

@@ -13,14 +13,17 @@ from helpers.logs import commands, replayed, write_log
 
 from tickflow.core.engine import Engine
 from tickflow.core.snapshot import capture
+from tickflow.core.types import Command
 from tickflow.store import snapshots
 from tickflow.store.log.wal import CorruptLog
 from tickflow.store.recovery import recover_directory
 
 WAL = "wal.log"
+Logged = tuple[Path, list[Command], list[int]]
+"""A data directory holding a log, its commands, and each record's offset (the end's last)."""
 
 
-def _snapshot_at(data: Path, cmds: list, seq: int, offsets: list[int]) -> Path:
+def _snapshot_at(data: Path, cmds: list[Command], seq: int, offsets: list[int]) -> Path:
     """The snapshot a server would have written after record `seq` of `cmds`."""
     engine = Engine()
     for i, command in enumerate(cmds[:seq], 1):
@@ -30,13 +33,13 @@ def _snapshot_at(data: Path, cmds: list, seq: int, offsets: list[int]) -> Path:
 
 
 @pytest.fixture
-def logged(tmp_path: Path) -> tuple[Path, list, list[int]]:
+def logged(tmp_path: Path) -> Logged:
     cmds = commands(400)
     offsets = write_log(str(tmp_path / WAL), cmds)
     return tmp_path, cmds, offsets
 
 
-def test_recovery_starts_from_the_newest_snapshot_and_matches_a_full_replay(logged) -> None:  # type: ignore[no-untyped-def]
+def test_recovery_starts_from_the_newest_snapshot_and_matches_a_full_replay(logged: Logged) -> None:
     data, cmds, offsets = logged
     full, _ = replayed(str(data / WAL))
     _snapshot_at(data, cmds, 150, offsets)
@@ -48,7 +51,7 @@ def test_recovery_starts_from_the_newest_snapshot_and_matches_a_full_replay(logg
     assert engine.state_hash() == full.state_hash()
 
 
-def test_appending_after_a_recovery_from_a_snapshot_continues_the_log(logged) -> None:  # type: ignore[no-untyped-def]
+def test_appending_after_a_recovery_from_a_snapshot_continues_the_log(logged: Logged) -> None:
     data, cmds, offsets = logged
     _snapshot_at(data, cmds, 380, offsets)
     wal, engine, _ = recover_directory(data, data / WAL)
@@ -62,7 +65,7 @@ def test_appending_after_a_recovery_from_a_snapshot_continues_the_log(logged) ->
 
 
 @pytest.mark.parametrize("damage", ["torn", "flipped", "empty"])
-def test_a_damaged_newest_snapshot_is_passed_over_for_the_one_before(logged, damage: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_damaged_newest_snapshot_is_passed_over_for_the_one_before(logged: Logged, damage: str) -> None:
     data, cmds, offsets = logged
     full, _ = replayed(str(data / WAL))
     _snapshot_at(data, cmds, 150, offsets)
@@ -81,7 +84,7 @@ def test_a_damaged_newest_snapshot_is_passed_over_for_the_one_before(logged, dam
     assert engine.state_hash() == full.state_hash()
 
 
-def test_with_every_snapshot_damaged_the_whole_log_is_replayed(logged) -> None:  # type: ignore[no-untyped-def]
+def test_with_every_snapshot_damaged_the_whole_log_is_replayed(logged: Logged) -> None:
     data, cmds, offsets = logged
     full, _ = replayed(str(data / WAL))
     path = _snapshot_at(data, cmds, 300, offsets)
@@ -92,7 +95,7 @@ def test_with_every_snapshot_damaged_the_whole_log_is_replayed(logged) -> None: 
     assert engine.state_hash() == full.state_hash()
 
 
-def test_a_snapshot_in_a_newer_format_is_refused_by_name(logged) -> None:  # type: ignore[no-untyped-def]
+def test_a_snapshot_in_a_newer_format_is_refused_by_name(logged: Logged) -> None:
     data, cmds, offsets = logged
     path = _snapshot_at(data, cmds, 300, offsets)
     path.write_bytes(path.read_bytes().replace(b"tickflow snapshot v1\n", b"tickflow snapshot v2\n", 1))
@@ -100,7 +103,7 @@ def test_a_snapshot_in_a_newer_format_is_refused_by_name(logged) -> None:  # typ
         recover_directory(data, data / WAL)
 
 
-def test_a_snapshot_ahead_of_the_log_is_refused(logged) -> None:  # type: ignore[no-untyped-def]
+def test_a_snapshot_ahead_of_the_log_is_refused(logged: Logged) -> None:
     data, cmds, offsets = logged
     _snapshot_at(data, cmds, 300, offsets)
     with open(data / WAL, "r+b") as f:  # the log lost its records after 200 (restored from an old copy)
@@ -110,7 +113,7 @@ def test_a_snapshot_ahead_of_the_log_is_refused(logged) -> None:  # type: ignore
     assert (data / WAL).stat().st_size == offsets[200]  # nothing was cut or written
 
 
-def test_a_snapshot_whose_trades_sqlite_lacks_is_passed_over(logged) -> None:  # type: ignore[no-untyped-def]
+def test_a_snapshot_whose_trades_sqlite_lacks_is_passed_over(logged: Logged) -> None:
     """SQLite rebuilt (damaged, moved aside) holds fewer trades than the snapshot covers: the records
     before it are replayed so that every trade can be inserted again."""
     data, cmds, offsets = logged
@@ -122,7 +125,7 @@ def test_a_snapshot_whose_trades_sqlite_lacks_is_passed_over(logged) -> None:  #
     assert [t.trade_id for t in recovery.trades] == list(range(1, full.next_trade_id))
 
 
-def test_what_a_crash_left_half_written_is_removed_and_old_snapshots_are_pruned(logged) -> None:  # type: ignore[no-untyped-def]
+def test_what_a_crash_left_half_written_is_removed_and_old_snapshots_are_pruned(logged: Logged) -> None:
     data, cmds, offsets = logged
     for seq in (100, 200, 300):
         _snapshot_at(data, cmds, seq, offsets)
@@ -141,7 +144,7 @@ def _tickflow_log(data: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_tickflow_log_checks_each_snapshot_against_the_log(logged) -> None:  # type: ignore[no-untyped-def]
+def test_tickflow_log_checks_each_snapshot_against_the_log(logged: Logged) -> None:
     data, cmds, offsets = logged
     _snapshot_at(data, cmds, 200, offsets)
     out = _tickflow_log(data)

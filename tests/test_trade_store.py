@@ -74,8 +74,8 @@ async def test_every_column_is_stored_as_given(store: TradeStore, tmp_path: Path
     trades = [trade(1), Trade(2, "X.Y-1", 1, 2**62, 2**53 + 1, 7, "al'ice", 'b"ob', "sell", 9, 2**62 + 3)]
     await store.insert(trades)
     with sqlite3.connect(tmp_path / "trades.db") as db:
-        rows = db.execute("SELECT *, typeof(price), typeof(ts), typeof(symbol) FROM trades ORDER BY trade_id")
-        rows = rows.fetchall()
+        rows = db.execute(
+            "SELECT *, typeof(price), typeof(ts), typeof(symbol) FROM trades ORDER BY trade_id").fetchall()
     assert rows == [(*msgspec.structs.astuple(t), "integer", "integer", "text") for t in trades]
 
 
@@ -212,7 +212,9 @@ async def test_bars_match_a_python_computation(store: TradeStore, seed: int) -> 
     last = max(t.ts for t in trades)
     ranges = [(T0, last + 1), (T0 + HOUR, T0 + 2 * HOUR), (T0 - HOUR, T0 + span * 2)]
     # Arbitrary bounds, inside buckets and across their edges.
-    ranges += [tuple(sorted(rng.randint(T0 - MINUTE, last + MINUTE) for _ in range(2))) for _ in range(8)]
+    for _ in range(8):
+        low, high = sorted(rng.randint(T0 - MINUTE, last + MINUTE) for _ in range(2))
+        ranges.append((low, high))
     for interval in (MINUTE, 5 * MINUTE, HOUR):
         for start, end in ranges:
             for symbol in ("ACME", "BOLT"):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
+
+from helpers.wait import turns, until
 
 from tickflow.core.types import Outcome, Trade
 from tickflow.net.exchange.trade_writer import TradeWriter
@@ -28,7 +31,7 @@ class CountingStore:
         self.inserts += 1
         await self.store.insert(trades)
 
-    def __getattr__(self, name: str) -> object:
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
 
@@ -54,7 +57,7 @@ async def test_a_waiting_reader_is_served_without_waiting_out_the_linger(tmp_pat
     writer = TradeWriter(store, linger=600.0)  # type: ignore[arg-type]  # a linger no test would sit through
     writer.start()
     writer.publish(batch(1))
-    await asyncio.sleep(0.01)  # the writer is now lingering
+    await turns()  # the writer takes it in and lingers
     await asyncio.wait_for(writer.caught_up(1), 30)
     assert [t["tradeId"] for t in await store.trades("ACME", 0, 10)] == [1]
     writer.publish(batch(2))
@@ -69,8 +72,8 @@ async def test_trades_published_during_an_insert_get_their_own_turn(tmp_path: Pa
     writer.start()
     for seq in range(1, 51):
         writer.publish(batch(seq))
-        if seq % 10 == 0:
-            await asyncio.sleep(0.005)
+        if seq % 10 == 0:  # the writer takes these ten into an insert; the next ten come during it, or after
+            await until(lambda: not writer.pending, message="the writer to take the trades published")
     await asyncio.wait_for(writer.caught_up(50), 30)
     assert await store.count() == 50
     assert 1 < store.inserts <= 50
@@ -101,7 +104,7 @@ async def test_a_failed_insert_is_retried_in_order_and_readers_wait_for_it(tmp_p
     try:
         writer.publish(batch(1))
         reader = asyncio.ensure_future(writer.caught_up(1))
-        await asyncio.sleep(0.005)
+        await until(lambda: writer.error is not None, message="the first insert to fail")
         assert writer.error is not None and "disk is full" in writer.error and not reader.done()
         for seq in range(2, 6):  # more trades arrive while SQLite refuses: they queue behind the failed ones
             writer.publish(batch(seq))

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any, cast
 
 import msgspec
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
-from textual.pilot import Pilot
+from textual.command import DiscoveryHit
 from textual.widgets import Button, Checkbox, Input, Select, Static
 from textual.widgets._toast import Toast
 
 from tickflow.net.client import (
     ApiError,
     BookChanged,
+    Event,
     Fill,
     GapDetected,
     Level,
@@ -39,26 +42,17 @@ from tickflow.tui.chart import PriceChart
 from tickflow.tui.commands import ACTIONS, TickflowCommands
 from tickflow.tui.fills import MyFills
 from helpers.fixed_backend import T0, FixedBackend, book_of, busy_feed, busy_fills, connected, fill, order
+from helpers.wait import settle, until
 from tickflow.tui.orders import MyOrders
 from tickflow.tui.palette import Palette
 from tickflow.tui.tape import TradeTape
 from tickflow.tui.ticket import OrderRequest, check
 
 
-def fixed_app(**kw) -> TickflowApp:  # type: ignore[no-untyped-def]
+def fixed_app(**kw: Any) -> TickflowApp:
     events, bars, mine = busy_feed()
     backend = FixedBackend(events=events, bars={"ACME": bars}, open_orders=mine, **kw)
     return TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
-
-
-async def settle(pilot: Pilot) -> None:
-    """Let the fixed feed and the loading workers deliver, and the screen take it in."""
-    for _ in range(3):
-        await pilot.pause()
-    loading = [w for w in pilot.app.workers if w.group != "feed"]
-    if loading:
-        await pilot.app.workers.wait_for_complete(loading)
-    await pilot.pause()
 
 
 # ---------------------------------------------------------------- input checks
@@ -81,10 +75,10 @@ def test_amend_checks_input() -> None:
     o = order(5, "buy", 100, 10, 4)
     assert check_amend(o, "8", "100") == {"qty": 8}
     assert check_amend(o, "10", "101") == {"price": 101}
-    assert "above the 4" in check_amend(o, "4", "")  # type: ignore[operator]
+    assert "above the 4" in check_amend(o, "4", "")
     assert check_amend(o, "10", "100") == "nothing changed"
-    assert "from 1 to 1,000,000,000" in check_amend(o, "1000000001", "")  # type: ignore[operator]
-    assert "from 1 to 1,000,000,000" in check_amend(o, "", "99999999999999999999999")  # type: ignore[operator]
+    assert "from 1 to 1,000,000,000" in check_amend(o, "1000000001", "")
+    assert "from 1 to 1,000,000,000" in check_amend(o, "", "99999999999999999999999")
 
 
 def test_a_number_that_is_not_plain_digits_is_refused_never_read_as_another() -> None:
@@ -92,8 +86,8 @@ def test_a_number_that_is_not_plain_digits_is_refused_never_read_as_another() ->
         for qty, price in ((typed, "100"), ("5", typed)):
             said = check("ACME", "buy", "limit", price, qty, "gtc", False)
             assert isinstance(said, str) and "whole number, digits only" in said and typed in said, (qty, price)
-        assert "digits only" in check_amend(order(5, "buy", 100, 10), typed, "")  # type: ignore[operator]
-        assert "digits only" in check_amend(order(5, "buy", 100, 10), "", typed)  # type: ignore[operator]
+        assert "digits only" in check_amend(order(5, "buy", 100, 10), typed, "")
+        assert "digits only" in check_amend(order(5, "buy", 100, 10), "", typed)
 
 
 async def test_ticket_and_amend_fields_keep_what_is_typed_and_send_only_that() -> None:
@@ -166,7 +160,7 @@ async def test_feed_bursts_are_coalesced_into_few_redraws() -> None:
         view = app.query_one(BookView)
         original = view.show
 
-        def counting_show(*args, **kwargs):  # type: ignore[no-untyped-def]
+        def counting_show(*args: Any, **kwargs: Any) -> None:
             nonlocal draws
             draws += 1
             original(*args, **kwargs)
@@ -198,7 +192,7 @@ async def test_every_binding_has_a_palette_entry_and_help() -> None:
                 action = f"{name}({', '.join(repr(a) for a in args)})" if args else name
             assert action in palette_actions, action
         provider = TickflowCommands(app.screen)
-        titles = [hit.display async for hit in provider.discover()]
+        titles = [cast(DiscoveryHit, hit).display async for hit in provider.discover()]
         assert "Switch to BETA" in [str(t) for t in titles]
         await pilot.press("question_mark")
         assert type(app.screen).__name__ == "HelpScreen"
@@ -232,8 +226,14 @@ def _body_colours(chart: PriceChart) -> set[str]:
     """The colours the candles' bodies are drawn in."""
     text = chart.render()
     assert isinstance(text, Text)
-    return {str(span.style.color.triplet.hex) for span in text.spans  # type: ignore[union-attr]
-            if "█" in text.plain[span.start:span.end] and span.style.color is not None}
+    colours = set()
+    for span in text.spans:
+        if "█" in text.plain[span.start:span.end]:
+            assert isinstance(span.style, Style), span
+            if span.style.color is not None:
+                assert span.style.color.triplet is not None, span
+                colours.add(str(span.style.color.triplet.hex))
+    return colours
 
 
 async def test_a_doji_candle_is_drawn_in_the_up_colour_as_on_the_web_page() -> None:
@@ -305,8 +305,8 @@ async def test_market_order_disables_the_price_field_and_offers_no_gtc() -> None
         assert tif.value == "ioc" and [v for _, v in tif._options] == ["ioc", "fok"]  # the server makes it IOC
         await pilot.press("s")
         await settle(pilot)
-        assert "Sell" in str(app.query_one("#submit").label)  # type: ignore[attr-defined]
-        app.query_one("#type").value = "limit"  # back to limit: GTC again, as it was
+        assert "Sell" in str(app.query_one("#submit", Button).label)
+        app.query_one("#type", Select).value = "limit"  # back to limit: GTC again, as it was
         await settle(pilot)
         assert tif.value == "gtc" and [v for _, v in tif._options] == ["gtc", "ioc", "fok"]
 
@@ -415,7 +415,7 @@ async def test_chart_counts_each_trade_once_whatever_arrives_first() -> None:
             await pilot.press("r")  # a reload asks again, up to the newest trade: still each trade once
             await settle(pilot)
             assert _chart_volumes(app) == every
-            assert "vol 38" in app.query_one(PriceChart).border_subtitle
+            assert "vol 38" in (app.query_one(PriceChart).border_subtitle or "")
 
 
 async def test_chart_counts_a_millisecond_of_trades_the_snapshot_holds_only_part_of() -> None:
@@ -453,8 +453,8 @@ async def test_book_columns_hold_the_largest_prices_and_quantities() -> None:
     bids = [(999_999_999, 1_000_000_000, 3), (12, 7, 1), (1, 999_999_999, 2)]
     asks = [(1_000_000_000, 1_000_000_000, 1)]
     trades = [_trade(1, 1_000_000_000, 1_000_000_000, 1_764_684_000_000), _trade(2, 12, 7, 1_764_684_001_000)]
-    events = [connected(), BookChanged("ACME", book_of("ACME", 9, bids, asks), 9, True),
-              TradesReceived("ACME", trades)]
+    events: list[Event] = [connected(), BookChanged("ACME", book_of("ACME", 9, bids, asks), 9, True),
+                           TradesReceived("ACME", trades)]
     for size in ((80, 24), (120, 40), (200, 50)):
         app = TickflowApp(FixedBackend(events=events), "ACME", utc=True, live=False, chart_interval=0)
         async with app.run_test(size=size) as pilot:
@@ -479,7 +479,7 @@ async def test_book_columns_hold_the_largest_prices_and_quantities() -> None:
 # ---------------------------------------------------------------- the ticket
 
 
-def _accept(call: str, args: dict) -> Order:  # type: ignore[type-arg]
+def _accept(call: str, args: dict[str, Any]) -> Order:
     """A server that takes every order: it rests, new."""
     o = order(90, args["side"], args["price"], args["qty"], symbol=args["symbol"], post_only=args["postOnly"])
     return msgspec.structs.replace(o, tif=args["tif"])
@@ -681,7 +681,7 @@ async def test_result_line_names_its_order_and_gives_way_to_a_new_one() -> None:
     gate = asyncio.Event()
 
     class SlowServer(FixedBackend):
-        async def place_order(self, *args, **kwargs) -> Order:  # type: ignore[no-untyped-def]
+        async def place_order(self, *args: Any, **kwargs: Any) -> Order:
             await asyncio.wait_for(gate.wait(), 10)
             return await super().place_order(*args, **kwargs)
 
@@ -777,7 +777,7 @@ async def test_every_panel_is_usable_from_80x24_up() -> None:
 # ---------------------------------------------------------------- my orders, the book's cursor, news
 
 
-def _cancel_answer(call: str, args: dict) -> Order:  # type: ignore[type-arg]
+def _cancel_answer(call: str, args: dict[str, Any]) -> Order:
     return order(args["orderId"], "buy", 9_990, 10, status="cancelled", reason="cancelled_by_user", seq=900)
 
 
@@ -815,7 +815,7 @@ async def test_an_amend_or_cancel_typed_fast_acts_on_the_chosen_order_not_the_ti
     """`a12` enter typed fast in My orders: the `a` opened the dialog only once it had bubbled up to the
     app, so the `12` started the ticket's price (a digit there does) and the enter sent a new order at
     12 instead of amending the chosen one to 12. Likewise `c5` cancelled nothing."""
-    def answer(call: str, args: dict) -> Order | Exception:  # type: ignore[type-arg]
+    def answer(call: str, args: dict[str, Any]) -> Order | Exception:
         if call == "amend":
             return order(args["orderId"], "buy", 9_995, args["qty"] or 100, 40, seq=901)
         if call == "cancel":
@@ -996,16 +996,22 @@ async def test_reconnecting_delay_counts_down() -> None:
     app = TickflowApp(backend, "ACME", utc=True, live=True, chart_interval=0)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
-        backend.emit(StateChanged("reconnecting", attempt=2, delay=1.0, error="connection refused"))
+        backend.emit(StateChanged("reconnecting", attempt=2, delay=2.0, error="connection refused"))
         await settle(pilot)
-        shown = []
-        for _ in range(3):
-            found = re.search(r"reconnecting in ([0-9.]+) s", str(app.query_one("#conn").render()))
-            assert found is not None
-            shown.append(float(found.group(1)))
-            await pilot.pause(0.25)
+        shown: list[float] = []
+
+        def counted_down() -> bool:
+            """Note each figure the countdown shows, until it has run out."""
+            text = str(app.query_one("#conn").render())
+            found = re.search(r"reconnecting in ([0-9.]+) s", text)
+            if found is None:
+                return "⟳ reconnecting (attempt 2): connection refused" in text
+            if not shown or shown[-1] != float(found.group(1)):
+                shown.append(float(found.group(1)))
+            return False
+
+        await until(counted_down, interval=0.05, pause=pilot.pause, message=lambda: f"the countdown to end ({shown})")
         assert shown == sorted(shown, reverse=True) and shown[0] - shown[-1] >= 0.3, shown
-        await pilot.pause(1.0)
         assert "⟳ reconnecting (attempt 2): connection refused" in str(app.query_one("#conn").render())
 
 
@@ -1018,7 +1024,7 @@ def _fill_rows(app: TickflowApp) -> list[list[str]]:
     return [[str(cell).strip() for cell in table.get_row_at(i)] for i in range(table.row_count)]
 
 
-def _fills_app(**kw) -> TickflowApp:  # type: ignore[no-untyped-def]
+def _fills_app(**kw: Any) -> TickflowApp:
     events, bars, mine = busy_feed()
     backend = FixedBackend(events=events, bars={"ACME": bars}, open_orders=mine, fills=busy_fills(events), **kw)
     return TickflowApp(backend, "ACME", utc=True, live=False, chart_interval=0)
@@ -1094,7 +1100,7 @@ async def test_a_fill_while_running_shows_once() -> None:
     """A resting order filled by someone else (maker), then the same fill again in an update and in the
     server's list; then an order of this screen's that crosses (its update comes before its answer); then
     a resting order the screen had not seen. Each shows its own role at once, with no `GET /fills` asked."""
-    def answer(call: str, args: dict) -> Order:  # type: ignore[type-arg]
+    def answer(call: str, args: dict[str, Any]) -> Order:
         return msgspec.structs.replace(order(60, "buy", 10_002, 4, 4, status="filled", seq=700),
                                        fills=[Fill(2_001, 10_002, 4, "taker")])
 
@@ -1166,7 +1172,7 @@ async def test_f_toggles_my_fills_and_the_other_keys_still_work() -> None:
         assert app.focused is app.query_one(BookView) and fills.display  # escape: to the book
         await pilot.press("C")  # cancel all still works from anywhere
         await settle(pilot)
-        assert [c[0] for c in app.backend.calls] == ["cancel_all"]  # type: ignore[attr-defined]
+        assert [c[0] for c in app.backend.calls] == ["cancel_all"]
 
 
 async def test_my_fills_follow_the_symbol_and_come_back_after_a_reconnect() -> None:

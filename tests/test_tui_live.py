@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers import wait
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 from textual.widgets._toast import Toast
@@ -38,12 +40,9 @@ def live_app(url: str, account: str = "alice", symbol: str = "ACME") -> Tickflow
     return TickflowApp(LiveBackend(url, account), symbol, utc=True)  # as a user runs it: frame cap on
 
 
-async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        await pilot.pause(0.02)
+async def until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10.0, what: str = "") -> None:
+    """helpers.wait.until with the app's own pause between polls (the screen runs meanwhile)."""
+    await wait.until(predicate, timeout, interval=0.02, message=what, pause=pilot.pause)
 
 
 def screen_text(app: TickflowApp, widget_type: type) -> str:
@@ -158,7 +157,8 @@ async def test_screen_recovers_after_kill_9_and_restart(tmp_path: Path) -> None:
                         and app.market.book.live, timeout=15, what="reconnected with a fresh snapshot")
             await until(pilot, lambda: "connected" in conn_text(app) and "reconnecting" not in conn_text(app)
                         and not app.query_one(BookView).stale, what="the screen to say connected again")
-            assert app.market.book.best_ask is not None and app.market.book.best_ask.price == 10_050
+            assert app.market.book is not None and app.market.book.best_ask is not None
+            assert app.market.book.best_ask.price == 10_050
             assert app.market.seq >= seq_before
             await until(pilot, lambda: app.market.symbols == ["ACME", "GAMMA"], what="the new symbol list")
 
@@ -329,7 +329,7 @@ async def test_my_fills_from_before_the_start_and_live_each_once(server: ServerP
             mine = deals(app)[0]
             assert mine[0] == "▲ buy" and mine[3] == "taker"
             await pilot.press("escape", "r")
-            await pilot.pause(0.5)
+            await wait.settle(pilot)  # the reload's reads are in and shown
             await until(pilot, lambda: len(deals(app)) == 4, what="the reload")
             assert deals(app) == [mine, *now]
             server_says = await wendy.fills("ACME", newest_first=True)
@@ -366,7 +366,7 @@ async def test_my_fills_after_a_restart_hold_each_fill_once(tmp_path: Path) -> N
             await until(pilot, lambda: app.market.connected and deals(app) == both, timeout=15,
                         what=f"My fills to be {both}")
             await pilot.press("r")
-            await pilot.pause(0.5)
+            await wait.settle(pilot)  # the reload's reads are in and shown
             assert deals(app) == both
     finally:
         proc.kill()

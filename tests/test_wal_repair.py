@@ -48,7 +48,10 @@ def check_recovers(path: str, count: int, cut: Cut | None) -> None:
     """Opens to exactly `count` records with `cut`; the cut is on disk; appends survive a reopen."""
     wal, engine, recovery = open_log(path)
     assert (recovery.records, recovery.last_seq) == (count, count)
-    assert (recovery.cut.offset, recovery.cut.dropped) == (cut.offset, cut.dropped) if cut else recovery.cut is None
+    if cut:
+        assert recovery.cut is not None and (recovery.cut.offset, recovery.cut.dropped) == (cut.offset, cut.dropped)
+    else:
+        assert recovery.cut is None
     assert engine.state_hash() == HASHES[count]
     size = os.path.getsize(path)
     assert size == wal.size

@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from helpers.wait import until
 
 from test_web import Server, _calls, limit, off_loop
 
@@ -56,17 +57,11 @@ class Bidi:
         return result["result"].get("value")
 
     async def until(self, expression: str, timeout: float = 10.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = await self.js(expression)
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not true after {timeout} s: {expression}")
-            await asyncio.sleep(0.1)
+        return await until(lambda: self.js(expression), timeout, interval=0.1, message=f"true: {expression}")
 
 
 def start_firefox(profile: str) -> tuple[subprocess.Popen[str], str]:
+    assert FIREFOX is not None
     proc = subprocess.Popen(
         [FIREFOX, "--headless", "--no-remote", "--profile", profile, "--remote-debugging-port", "0",
          "--width", "1440", "--height", "900"],

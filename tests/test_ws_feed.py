@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from helpers.wait import turns, until
 
 from server_process import ServerProcess
 from tickflow.core.types import LevelChange, Outcome, Trade
@@ -62,7 +63,7 @@ def queued(sub: Subscriber) -> list[bytes]:
 
 
 async def receive_until(ws: aiohttp.ClientWebSocketResponse, done: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
-    got = []
+    got: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while not done(got):
         left = deadline - time.monotonic()
@@ -235,8 +236,7 @@ async def test_nothing_is_sent_between_the_parts_of_a_message() -> None:
     trades = [Trade(i, "X", 100, 1, 10 + i, 9, "b", "s", "sell", 1, 1_000) for i in range(1, 3 * PART_TRADES)]
     feed.publish([Outcome(1, None, None, trades, [LevelChange("X", "buy", 100, 5, 1)], [])])
     writer = asyncio.create_task(write_loop(sub, Socket()))  # type: ignore[arg-type]
-    for _ in range(50):
-        await asyncio.sleep(0)
+    await turns(50)
     sub.closed = True
     sub.wake.set()
     await writer
@@ -279,7 +279,7 @@ async def test_snapshot_then_updates_reproduce_the_book_and_the_trades(server: S
         assert mirror.gaps == 0
         assert mirror.seq == book["seq"]
         assert mirror.book() == {"bids": book["bids"], "asks": book["asks"]}
-        await asyncio.sleep(0.3)
+        # (GET /trades waits until the trade store holds every durable trade: no pause for it needed.)
         async with s.get(f"{server.url}/trades?symbol=ACME&after={first_trade_seen}&limit=1000") as r:
             stored = await r.json()
         assert mirror.trades == stored and stored
@@ -493,9 +493,8 @@ async def test_a_slow_subscriber_never_stalls_order_entry_or_other_viewers(tmp_p
             assert resynced > 3 and clients == 2, f"slow client not dropped after {sent} orders"
             async with s.get(f"{server.url}/book/ACME?depth=1000") as r:
                 book = await r.json()
-            deadline = time.monotonic() + 10
-            while mirror.seq < book["seq"] and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            await until(lambda: mirror.seq >= book["seq"], interval=0.05,
+                        message=lambda: f"the viewer at seq {book['seq']} (it is at {mirror.seq})")
             assert mirror.gaps == 0 and mirror.book() == {"bids": book["bids"], "asks": book["asks"]}
             reader.cancel()
     finally:
@@ -521,13 +520,12 @@ async def test_a_flood_of_subscribes_that_is_never_read_holds_one_snapshot(serve
         sock = _raw_ws_that_never_reads(server.port)  # it subscribes to ACME: one more message
         try:
             sock.sendall(b"".join(_masked_text_frame(b'{"op": "subscribe", "symbols": ["GLOBEX"]}') for _ in range(400)))
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
+            async def all_received() -> str | None:
                 async with s.get(f"{server.url}/metrics") as r:
                     text = await r.text()
-                if metric(text, "tickflow_websocket_messages_total") >= received + 401:
-                    break
-                await asyncio.sleep(0.1)
+                return text if metric(text, "tickflow_websocket_messages_total") >= received + 401 else None
+
+            text = await until(all_received, 30, interval=0.1, message="the server to read the 401 messages")
             assert metric(text, "tickflow_websocket_messages_total") >= received + 401
             assert metric(text, "tickflow_websocket_buffered_bytes") < 3 * len(snapshot.data)  # was 400 books
             async with s.get(f"{server.url}/health") as r:
@@ -647,15 +645,11 @@ async def test_a_client_that_never_reads_its_answers_is_closed_not_buffered_fore
     try:
         sender = asyncio.create_task(asyncio.to_thread(send))
         async with aiohttp.ClientSession() as s:
-            deadline = time.monotonic() + 30
-            clients = 1
-            while time.monotonic() < deadline:
+            async def dropped() -> bool:
                 async with s.get(f"{server.url}/metrics") as r:
-                    clients = metric(await r.text(), "tickflow_websocket_clients")
-                if clients == 0:
-                    break
-                await asyncio.sleep(0.2)
-            assert clients == 0, "the client that does not read is still connected"
+                    return metric(await r.text(), "tickflow_websocket_clients") == 0
+
+            await until(dropped, 30, interval=0.2, message="the client that does not read to be dropped")
             async with s.get(f"{server.url}/health") as r:
                 assert r.status == 200
         await asyncio.wait_for(sender, 30)
@@ -686,14 +680,14 @@ async def test_websockets_over_the_limit_are_refused_with_a_reason_and_let_in_on
                 assert metric(text, "tickflow_websocket_refused_total") == 2
                 assert metric(text, "tickflow_websocket_clients") == 2
             await first.close()
-            deadline = time.monotonic() + 10
-            while True:  # the server notices the close a moment later
+            async def let_in() -> aiohttp.ClientWebSocketResponse | None:
                 try:
-                    third = await s.ws_connect(server.ws_url)
-                    break
+                    return await s.ws_connect(server.ws_url)
                 except aiohttp.WSServerHandshakeError:
-                    assert time.monotonic() < deadline, "a closed WebSocket still counts against the limit"
-                    await asyncio.sleep(0.05)
+                    return None
+
+            # The server notices the close a moment later.
+            third = await until(let_in, interval=0.05, message="a closed WebSocket still counts against the limit")
             await third.send_json({"op": "ping"})
             assert (await third.receive_json(timeout=5)) == {"type": "pong"}
             await third.close()
@@ -718,7 +712,7 @@ async def test_a_sweep_of_thousands_of_one_accounts_orders_reaches_it_whole(serv
                           headers={"Authorization": "Bearer taker"}) as r:
             taken = await r.json()
         assert taken["filledQty"] == n
-        filled = set()
+        filled: set[Any] = set()
         while len(filled) < n:
             msg = await maker.receive(timeout=10)
             assert msg.type is aiohttp.WSMsgType.TEXT, (msg.type, msg.data, msg.extra, len(filled))

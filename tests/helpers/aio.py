@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from typing import Callable
-
 from helpers.logs import open_log
+from helpers.wait import until
 
 from tickflow.net.exchange.sequencer import Durability, Sequencer
 from tickflow.store.log.wal import FileOps
 
-
-async def until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    """Poll `condition` on the loop until it holds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.001)
+__all__ = ["started", "until"]  # until lives in helpers.wait; kept here for tests that import it from here
 
 
 async def started(path: str, mode: Durability | str = "group", ops: FileOps | None = None,

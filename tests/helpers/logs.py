@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record
+from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record, Side
 from tickflow.store.log.codec import encode_record
 from tickflow.store.recovery import Recovery, recover
 from tickflow.store.log.wal import FILE_HEADER, FileOps, Wal, frame
@@ -16,7 +16,7 @@ def commands(n: int, symbol: str = "ACME") -> list[Command]:
         if i % 7 == 0:
             out.append(Cancel(f"acct{i % 3}", i // 2))
         else:
-            side = "buy" if i % 2 else "sell"
+            side: Side = "buy" if i % 2 else "sell"
             price = 100 + (i * 7) % 11 - (3 if side == "buy" else 0)
             out.append(NewOrder(f"acct{i % 3}", symbol, side, "limit", price, 1 + i % 9,
                                 client_order_id=f"c{i}"))

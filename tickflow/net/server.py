@@ -1,4 +1,4 @@
-"""`tickflow serve`: recover from the log, bring SQLite in line, serve until SIGTERM, SIGINT or SIGHUP."""
+"""`tickflow serve`: recover from the log, bring SQLite in line, serve until SIGTERM or SIGINT; SIGHUP reloads tokens."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import ipaddress
 import logging
 import os
 import signal
@@ -20,14 +21,25 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from tickflow.net.exchange.fanout import BUFFER_MESSAGES
 from tickflow.net.exchange.sequencer import Durability
+from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY
 from tickflow.net.exchange.startup import StartupError, start_exchange
 from tickflow.net.gateway.app import close_websockets, make_app
 from tickflow.net.gateway.auth import Accounts
 from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
+from tickflow.net.gateway.security import origin_argument
 from tickflow.net.wire.args import port_number
 from tickflow.net.wire.limits import SYMBOL_PATTERN
 from tickflow.net.wire.tokens import TokensError, read_tokens
-from tickflow.store.datadir import LOCK_FILE, WRITTEN_FILES, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
+from tickflow.store.datadir import (
+    LOCK_FILE,
+    WRITTEN_FILES,
+    DataDirBusy,
+    NotWritable,
+    check_writable,
+    how_to_fix,
+    lock_data_dir,
+    make_data_dir,
+)
 
 log = logging.getLogger("tickflow")
 
@@ -54,6 +66,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _whole_number(text: str) -> int:
+    if not text.strip().isdigit() or int(text) > 1 << 62:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of at least 0")
+    return int(text)
+
+
 def _nonempty(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
@@ -72,7 +90,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--symbols", default=DEFAULT_SYMBOLS,
                    help="comma-separated symbols to open, besides those the log already holds (a book, once "
                         "opened, stays open: its orders rest on across restarts)")
-    p.add_argument("--tokens", help="JSON file {token: account}; without it, demo mode: the token is the account")
+    p.add_argument("--tokens", help="JSON file {token: account} (tokens of 16 characters or more); without it, "
+                                    "demo mode: the token is the account, on a loopback --host only. SIGHUP "
+                                    "reads the file again")
+    p.add_argument("--open-accounts", action="store_true",
+                   help="allow demo mode (no --tokens) on a --host other machines can reach: anyone who can "
+                        "reach the port then trades as any account")
+    p.add_argument("--allow-origin", action="append", default=[], type=origin_argument, metavar="ORIGIN",
+                   help="a web origin (scheme://host[:port]) whose pages may open the WebSocket, besides the "
+                        "server's own; repeatable")
     p.add_argument("--web", help="directory of the browser page (default: the web/ beside the package)")
     p.add_argument("--ws-buffer", type=_positive_int, default=BUFFER_MESSAGES, metavar="N",
                    help="messages a WebSocket subscriber may fall behind before it is resynced")
@@ -80,10 +106,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="how long a request body may take to arrive once its headers have (408 after)")
     p.add_argument("--idle-timeout", type=_positive_seconds, default=IDLE_TIMEOUT, metavar="SECONDS",
                    help="close an HTTP connection that sends nothing for this long (WebSockets are exempt)")
+    p.add_argument("--snapshot-every", type=_whole_number, default=SNAPSHOT_EVERY, metavar="N",
+                   help="records between snapshots of the engine, also taken at a clean stop (0: none, every "
+                        "start replays the whole log); a start replays the records after the newest one "
+                        "(default %(default)s)")
+    p.add_argument("--keep-snapshots", type=_positive_int, default=KEEP_SNAPSHOTS, metavar="K",
+                   help="snapshots kept in the data directory (default %(default)s)")
     p.add_argument("--max-websockets", type=_positive_int, default=MAX_WEBSOCKETS, metavar="N",
                    help="WebSocket connections open at once; more are answered 503 (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     args = p.parse_args(argv)
+    if args.open_accounts and args.tokens is not None:
+        p.error("--open-accounts and --tokens exclude each other: with --tokens only its tokens are accounts")
     if args.web is not None and not Path(args.web, "index.html").is_file():
         p.error(f"--web {args.web}: no index.html there")
     return args
@@ -97,6 +131,39 @@ def load_tokens(path: str | None) -> dict[str, str] | None:
         return read_tokens(path)
     except TokensError as e:
         raise StartupError(str(e)) from None
+
+
+def reachable_from_elsewhere(host: str) -> bool:
+    """True unless every address `host` names is a loopback one (127.0.0.0/8, ::1): 0.0.0.0, ::, a
+    LAN address or a name for one can be reached from other machines."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise StartupError(f"cannot listen on {host}: {e.strerror or e}") from None
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not address.is_loopback:
+            return True
+    return False
+
+
+def reload_tokens(path: str | None, accounts: Accounts) -> None:
+    """SIGHUP: read the --tokens file again; a file that cannot be used leaves the tokens as they were."""
+    if path is None or accounts.tokens is None:
+        log.warning("SIGHUP: there is no --tokens file to read again; the server goes on (SIGTERM or SIGINT "
+                    "stop it)")
+        return
+    try:
+        tokens = read_tokens(path)
+    except TokensError as e:
+        log.error("SIGHUP: kept the %d tokens in use, as the file cannot be used: %s", len(accounts.tokens), e)
+        return
+    before = len(accounts.tokens)
+    signed_out = accounts.replace(tokens)
+    log.info("SIGHUP: read %s again: %d tokens (%d before); %d WebSocket sign-ins whose token is gone or now "
+             "names another account signed out", path, len(tokens), before, signed_out)
 
 
 def bind(host: str, port: int) -> list[socket.socket]:
@@ -170,7 +237,7 @@ def data_dir(path: str) -> Path:
     """The data directory, made if missing, once sure this process may change what is in it."""
     data = Path(path)
     try:
-        data.mkdir(parents=True, exist_ok=True)
+        make_data_dir(data)
     except FileExistsError:
         raise StartupError(f"cannot use {data} as the data directory: it is not a directory") from None
     except OSError as e:
@@ -188,7 +255,9 @@ async def serve(args: argparse.Namespace) -> int:
     bad = [s for s in symbols if not SYMBOL_PATTERN.match(s)]
     if bad:
         raise StartupError(f"bad symbol names {bad}: use 1-16 of A-Z 0-9 . _ -, starting with a letter or digit")
-    tokens = load_tokens(args.tokens)
+    accounts = Accounts(load_tokens(args.tokens))
+    # Before anything else can take long: SIGHUP reads the tokens again, it never stops the server.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_tokens, args.tokens, accounts)
     _raise_file_limit()
     try:
         lock = lock_data_dir(data)
@@ -203,19 +272,25 @@ async def serve(args: argparse.Namespace) -> int:
                 stack.callback(sock.close)
             for held in claim(sockets):
                 stack.callback(held.close)
-            return await _serve_locked(args, data, symbols, tokens, sockets, stack)
+            return await _serve_locked(args, data, symbols, accounts, sockets, stack)
     finally:
         os.close(lock)  # only after everything above is closed: no second server meanwhile
 
 
-async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str], tokens: dict[str, str] | None,
+async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str], accounts: Accounts,
                         sockets: list[socket.socket], stack: contextlib.AsyncExitStack) -> int:
     # A signal during start-up (the replay of a long log) stops the server before it listens.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    started = await start_exchange(data, args.durability, args.ws_buffer, stack)
+    warning = None
+    if accounts.open and getattr(args, "reachable", False):
+        warning = (f"open accounts on --host {args.host}, which other machines can reach: anyone who can reach "
+                   "the port trades, cancels and reads fills as any account (--open-accounts)")
+        log.warning("%s", warning)
+    started = await start_exchange(data, args.durability, args.ws_buffer, stack, snapshot_every=args.snapshot_every,
+                                   keep_snapshots=args.keep_snapshots)
     service, recovery = started.service, started.recovery
     if not symbols and not service.order_symbols:
         raise StartupError("no symbols: name at least one with --symbols")
@@ -226,7 +301,8 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     for symbol in symbols:
         await service.add_symbol(symbol)
 
-    gateway = Gateway(service, Accounts(tokens), body_timeout=args.body_timeout, max_websockets=args.max_websockets)
+    gateway = Gateway(service, accounts, body_timeout=args.body_timeout, max_websockets=args.max_websockets,
+                      allowed_origins=frozenset(args.allow_origin), warning=warning)
     if args.web:
         gateway.web_dir = Path(args.web)
     # aiohttp's own default keeps an idle connection an hour: enough idle sockets would use up the
@@ -320,6 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.server").addFilter(MalformedHttpFilter())
+    try:
+        args.reachable = reachable_from_elsewhere(args.host)
+    except StartupError as e:
+        print(f"tickflow: {e}", file=sys.stderr)
+        return 1
+    if args.reachable and args.tokens is None and not args.open_accounts:
+        print(f"tickflow serve: refusing to serve --host {args.host} without --tokens: other machines can reach "
+              "it, and anyone who can would trade, cancel and read fills as any account; give --tokens FILE, "
+              "or --open-accounts to allow that on purpose", file=sys.stderr)
+        return 2
     try:
         import uvloop
         runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)

@@ -78,11 +78,39 @@ def _probe_create(data: Path) -> None:
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(data))
 
 
+def make_data_dir(data: Path) -> None:
+    """Create `data` (and its missing parents) unless it exists: the data directory itself only its owner
+    may enter (0700), and each new directory entry is made durable (its parent synced), so a power cut
+    cannot take away a directory whose log was already synced. FileExistsError if it is not a directory."""
+    missing = []
+    here = data.absolute()
+    while not here.exists() and here != here.parent:
+        if here.is_symlink():  # a dangling link: mkdir says what is wrong
+            break
+        missing.append(here)
+        here = here.parent
+    data.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for made in missing:
+        try:
+            sync_dir(made.parent)
+        except PermissionError:  # a parent this user may search but not read: the kernel's own order then
+            pass
+
+
+def sync_dir(path: Path) -> None:
+    """fsync a directory, so the entries made in it survive a power cut."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def lock_data_dir(data: Path) -> int:
     """Hold an exclusive lock on the data directory until the returned descriptor is closed (or the
     process ends); raises DataDirBusy naming the holder's pid, or OSError if the file cannot be made."""
     path = data / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 from typing import Any, AsyncIterator, Final
 
@@ -161,6 +162,11 @@ class TradeStore:
     @classmethod
     async def open(cls, path: str) -> TradeStore:
         """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database."""
+        if path != ":memory:" and not os.path.lexists(path):
+            # Made here, only its owner's (SQLite would make it 0644, and its -wal and -shm take its mode):
+            # every account's trades are in it. Anything wrong with the place is for SQLite to say.
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         write = await _connect(path)
         try:
             rows = await write.execute_fetchall("PRAGMA quick_check(1)")

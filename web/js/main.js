@@ -26,6 +26,7 @@ const DEPTH = 12;
 const ACTIVITY_KEEP = 8;
 const REPEAT_MS = 1000; // the same order again this soon after the last answer is taken for a double click
 const TRADES_PAGE = 1000; // the most GET /trades answers at once (docs/protocol.md)
+const ORDERS_PAGE = 1000; // the most GET /orders answers at once
 const TRADES_PAGES = 20; // pages read to fill the tape after an outage; past that it says trades are missing
 const $ = (id) => document.getElementById(id);
 
@@ -386,17 +387,23 @@ async function loadOrders(compare = false) {
   const account = page.account;
   const arrived = [];
   page.ordersLoading = arrived;
-  let res;
+  const list = [];
   try {
-    res = await http("GET", "/orders?status=open", { token: account });
+    // GET /orders answers at most ORDERS_PAGE at once: the pages are followed, after the last id of each.
+    for (let after = 0; ; ) {
+      const res = await http("GET", `/orders?status=open${after ? `&after=${after}` : ""}`, { token: account });
+      if (account !== page.account || res.status !== 200 || !res.body) return;
+      const got = res.body.orders || [];
+      list.push(...got);
+      if (got.length !== ORDERS_PAGE) break;
+      after = got[got.length - 1].orderId;
+    }
   } catch {
     return;
   } finally {
     if (page.ordersLoading === arrived) page.ordersLoading = null;
   }
-  if (account !== page.account || res.status !== 200 || !res.body) return;
   const held = orders.orders;
-  const list = res.body.orders || [];
   orders.reset(list);
   for (const o of arrived) orders.upsert(o);
   for (const o of list) page.known.set(o.orderId, o.seq);

@@ -11,6 +11,7 @@ import aiohttp
 import msgspec
 
 from tickflow.net.client.errors import ApiError, ConnectionLost, InvalidURL, NotConnected, ProtocolError, RequestTimeout
+from tickflow.net.wire.limits import MAX_ORDERS_PAGE
 from tickflow.net.wire.messages import (
     AccountFill,
     Bar,
@@ -210,9 +211,20 @@ class Client:
         return await self._typed(Order, "GET", f"/orders/{order_id}")
 
     async def open_orders(self, symbol: str | None = None, side: Side | None = None) -> list[Order]:
-        """The caller's open orders, oldest first: all of them, or those in `symbol` and/or on `side`."""
-        params = {"status": "open", **order_filters(symbol, side)}
-        return (await self._typed(OrderList, "GET", "/orders", params)).orders
+        """The caller's open orders, oldest first: all of them, or those in `symbol` and/or on `side`.
+
+        `GET /orders` answers at most MAX_ORDERS_PAGE at once; the pages are followed (`after` the last
+        order id of each) until one is short, so every open order is here. Orders placed or closed while
+        the pages are read may or may not be."""
+        orders: list[Order] = []
+        after = 0
+        while True:
+            params = {"status": "open", **order_filters(symbol, side), "after": after or None}
+            page = (await self._typed(OrderList, "GET", "/orders", params)).orders
+            orders += page
+            if len(page) != MAX_ORDERS_PAGE:  # (a server from before paging answers them all at once)
+                return orders
+            after = page[-1].order_id
 
     async def book(self, symbol: str, depth: int = 20) -> Book:
         """`GET /book/{symbol}`: the best `depth` levels (1-1000) of each side; 404 unknown symbol."""

@@ -123,8 +123,9 @@ class Subscriber:
         # Answers come one per request, so many waiting means a client that sends without reading.
         # Updates of its own orders come in bursts (one sweep can fill thousands at once): only a
         # socket that has taken nothing for STALL seconds says the client is not reading them.
+        # The bytes are counted before the message is queued: one message can be large.
         if ((len(queue) >= MAX_REPLIES and (queue is self.replies or self._stalled()))
-                or self.kept > MAX_KEPT_BYTES):
+                or self.kept + len(message) > MAX_KEPT_BYTES):
             log.info("closing a WebSocket client that does not read what it must not lose")
             self.close(1008, why)
             return

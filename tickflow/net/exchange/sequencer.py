@@ -24,7 +24,8 @@ from collections import deque
 from typing import Callable
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Amend, Cancel, Command, NewOrder, Outcome, Reason, Record
+from tickflow.core.types import Amend, Cancel, CancelAll, Command, NewOrder, Outcome, Reason, Record
+from tickflow.net.exchange.certain import nothing_to_cancel
 from tickflow.store.log.codec import decode_record, decode_records, encode_record
 from tickflow.store.log.syncer import NoSyncer, Syncer, default_syncer
 from tickflow.store.log.wal import MAX_PAYLOAD, Wal
@@ -244,6 +245,10 @@ class Sequencer:
             refused = self.engine.certain_refusal(command, self._durable_seq(), in_flight)
             if refused is not None:
                 return refused
+        elif type(command) is CancelAll and not (self._unacked or self._room or self._admitted):
+            nothing = nothing_to_cancel(self.engine, command, (item.command for item in self._items))
+            if nothing is not None:
+                return nothing
         # The loop kept from start(): asyncio.get_running_loop() costs a getpid() system call.
         future: asyncio.Future[Outcome] = (self._loop or asyncio.get_running_loop()).create_future()
         item = _Item(command, future, key)

@@ -9,11 +9,14 @@ and nothing leaves the process before it is durable.
 from __future__ import annotations
 
 import time
+import heapq
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from tickflow.core.book import Order
 from tickflow.core.engine import Engine
+from tickflow.core.orders import state_of
 from tickflow.core.types import AddSymbol, Command, OrderState, Outcome, Side
 from tickflow.net.exchange.fanout import Feed, Subscriber
 from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped, Stats
@@ -27,6 +30,10 @@ __all__ = ["ExchangeService", "Unavailable", "SequencerStopped", "BadCommand", "
 
 DURABLE_WAIT = 10.0
 """Seconds a read waits for the state it read to become durable, or SQLite to catch up, before a 503."""
+
+
+def _order_id(order: Order) -> int:
+    return order.order_id
 
 
 class Unavailable(Exception):
@@ -102,13 +109,19 @@ class ExchangeService:
         await self._durable(seq)
         return state
 
-    async def open_orders(self, account: str, symbol: str | None = None, side: Side | None = None
-                          ) -> list[OrderState]:
-        """`account`'s open orders, oldest first, in `symbol` and on `side` when given."""
+    async def open_orders(self, account: str, symbol: str | None = None, side: Side | None = None,
+                          after: int = 0, limit: int | None = None) -> list[OrderState]:
+        """`account`'s open orders, oldest first, in `symbol` and on `side` when given: those with ids
+        above `after`, at most `limit` of them (a page costs the states of its own orders only)."""
         seq = self._engine.last_seq
-        orders = self._engine.open_order_states(account)
-        if symbol is not None or side is not None:
-            orders = [o for o in orders if symbol in (None, o.symbol) and side in (None, o.side)]
+        open_ = self._engine.open_orders.get(account)
+        chosen = [o for o in open_.values() if o.order_id > after and symbol in (None, o.symbol)
+                  and side in (None, o.side)] if open_ else []
+        if limit is not None and len(chosen) > limit:
+            chosen = heapq.nsmallest(limit, chosen, key=_order_id)
+        else:
+            chosen.sort(key=_order_id)
+        orders = [state_of(o) for o in chosen]
         await self._durable(seq)
         return orders
 

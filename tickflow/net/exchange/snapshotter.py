@@ -8,6 +8,7 @@ fsyncs the directory) and deletes the snapshots beyond the newest `keep`. A snap
 of the durable log, and the records before it are never needed to rebuild SQLite. A failed snapshot
 (a full disk, a child that dies) is logged and counted, and the next one is tried `every` records
 later; it never fails the server or an order. A clean stop writes one more, in this process.
+`every` 0 turns snapshots off: the whole log is replayed at every start.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ class Snapshotter:
             if not done:
                 self.task.cancel()
                 await asyncio.gather(self.task, return_exceptions=True)
-        if seq <= self.last_seq:
+        if self.every <= 0 or seq <= self.last_seq:  # snapshots off, or nothing new since the last
             return
         if trades_flushed < seq:
             log.warning("no snapshot at the stop: SQLite is behind the log (it holds trades up to seq %d of %d)",

@@ -19,7 +19,7 @@ from tickflow.net.exchange.service import ExchangeService
 from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY, Snapshotter
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.datadir import TRADES_FILE, WAL_FILE, how_to_fix
-from tickflow.store.log.wal import CorruptLog, OsFileOps, Wal
+from tickflow.store.log.wal import CorruptLog, LogError, OsFileOps, Wal
 from tickflow.store.recovery import Recovery, recover_directory
 from tickflow.store.snapshots import SnapshotError
 from tickflow.store.trades import TradeStore
@@ -57,7 +57,12 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
                            f"{how_to_fix(e)}") from None
     store = await _open_store(data / TRADES_FILE)
     stack.push_async_callback(store.close)
-    wal, engine, recovery = await _recover(wal_path, store, data)
+    try:
+        wal, engine, recovery = await _recover(wal_path, store, data)
+    except sqlite3.Error as e:  # a full disk, an I/O error, a trigger: while SQLite was brought in line
+        raise StartupError(f"the trade store {data / TRADES_FILE} failed while it was brought in line with the "
+                           f"log: {e}. The log is as it was: free space or mend the store (or move it aside, to "
+                           "have it rebuilt from the log), then start again") from None
     stack.callback(wal.close)
 
     feed = Feed(max(1, ws_buffer))
@@ -114,6 +119,8 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path) -> tuple[Wal, 
         wal, engine, recovery = recover_directory(data, wal_path, keep_trades_after=after)
     except (CorruptLog, SnapshotError) as e:
         raise StartupError(str(e)) from None
+    except LogError as e:  # e.g. no space for a new log's header
+        raise StartupError(f"cannot start the log: {e}; free space (or mend the device) and start again") from None
     except OSError as e:
         raise StartupError(f"cannot read, repair or sync the log {wal_path}: {e.strerror or e}") from None
     # A cut tail is worth a warning even in --quiet; a clean replay is routine.

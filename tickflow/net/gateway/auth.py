@@ -1,8 +1,15 @@
-"""Who a request speaks for: a token names an account, from the tokens file or, in open mode, itself."""
+"""Who a request speaks for: a token names an account, from the tokens file or, in open mode, itself; and
+the failed sign-ins, counted and logged at a bounded rate."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
+
 from tickflow.net.wire.limits import ACCOUNT_PATTERN
+
+log = logging.getLogger("tickflow.net.gateway")
 
 
 class Accounts:
@@ -11,6 +18,8 @@ class Accounts:
 
     def __init__(self, tokens: dict[str, str] | None) -> None:
         self.tokens = tokens
+        self.watchers: set[Callable[[], bool]] = set()
+        """Signed-in WebSocket sessions, told when the tokens change; each says whether it signed out."""
 
     @property
     def open(self) -> bool:
@@ -23,3 +32,42 @@ class Accounts:
         if self.tokens is not None:
             return self.tokens.get(token)
         return token if ACCOUNT_PATTERN.match(token) else None
+
+    def replace(self, tokens: dict[str, str]) -> int:
+        """Take a new tokens file (SIGHUP); sign-ins whose token it no longer gives the same account end.
+        How many did."""
+        self.tokens = tokens
+        return sum(watcher() for watcher in list(self.watchers))
+
+
+class SignInFailures:
+    """Failed sign-ins (a token the server does not know), counted for /metrics and logged as WARNING
+    lines, at most `burst` of them every `window` seconds: guessing cannot flood the log, and the first
+    line after a quiet spell says how many were left out. The token itself is never logged."""
+
+    def __init__(self, burst: int = 10, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total = 0
+        self.burst = burst
+        self.window = window
+        self.clock = clock
+        self.started = -window
+        self.said = 0
+        self.left_out = 0
+
+    def failed(self, peer: str | None, how: str) -> None:
+        self.total += 1
+        now = self.clock()
+        if now - self.started >= self.window:
+            self.started, self.said = now, 0
+        if self.said >= self.burst:
+            self.left_out += 1
+            return
+        self.said += 1
+        note = ""
+        if self.left_out:
+            note = f" ({self.left_out} more failed sign-ins were not logged)"
+            self.left_out = 0
+        elif self.said == self.burst:
+            note = f" (the next failed sign-ins within {self.window:g} s are not logged)"
+        log.warning("failed sign-in from %s (%s): unknown token; %d since start%s", peer or "an unknown peer",
+                    how, self.total, note)

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from tickflow.net.exchange.service import ExchangeService
-from tickflow.net.gateway.auth import Accounts
+from tickflow.net.gateway.auth import Accounts, SignInFailures
 from tickflow.net.gateway.static import default_web_dir
 
 BODY_TIMEOUT = 10.0
@@ -31,12 +31,18 @@ class Gateway:
     body_timeout: float = BODY_TIMEOUT
     """Seconds a request body may take to arrive once its headers have."""
     max_websockets: int = MAX_WEBSOCKETS
+    allowed_origins: frozenset[str] = frozenset()
+    """Web origins (`--allow-origin`) whose pages may open a WebSocket, besides the server's own."""
+    warning: str | None = None
+    """What /health warns of (open accounts on an address other machines can reach)."""
+    sign_in_failures: SignInFailures = field(default_factory=SignInFailures)
     websockets: int = 0
     """WebSocket requests being served, from before the handshake to the close."""
     open_sockets: set[web.WebSocketResponse] = field(default_factory=set)
     """WebSockets past their handshake, to be closed when the server stops."""
     counters: dict[str, int] = field(
-        default_factory=lambda: {"ws_messages": 0, "ws_refused": 0, "cancel_on_disconnect": 0})
+        default_factory=lambda: {"ws_messages": 0, "ws_refused": 0, "cancel_on_disconnect": 0, "ws_origin_refused": 0,
+                                 "ws_replies_too_large": 0})
     closing: bool = False
     """Set once the server is stopping: the WebSockets it closes then did not go away by themselves."""
     chores: set[asyncio.Task[Any]] = field(default_factory=set)

@@ -12,7 +12,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from tickflow.net.gateway.context import GATEWAY
 from tickflow.net.gateway.responses import CODINGS
 from tickflow.net.wire import requests
-from tickflow.net.wire.errors import BadRequest, brief
+from tickflow.net.wire.errors import BadRequest, brief, cut
 from tickflow.net.wire.limits import DIGITS, MAX_BODY
 
 
@@ -20,10 +20,22 @@ def account(request: web.Request) -> str:
     """The account the request's `Authorization: Bearer <token>` names; 401 without one."""
     header = request.headers.get("Authorization", "")
     token = header[7:].strip() if header[:7].lower() == "bearer " else None
-    name = request.app[GATEWAY].account(token)
+    gateway = request.app[GATEWAY]
+    name = gateway.account(token)
     if name is None:
+        if token:
+            gateway.sign_in_failures.failed(request.remote, f"{request.method} {request.rel_url.raw_path[:80]}")
         raise BadRequest("missing or unknown token: send Authorization: Bearer <token>", None, 401)
     return name
+
+
+def only_params(request: web.Request, endpoint: str, takes: tuple[str, ...]) -> None:
+    """Refuse (400, naming it) a query parameter `endpoint` does not take: a misspelt one (`limt`, `sid`)
+    would otherwise be ignored without a word, and the answer taken for what was asked."""
+    for name in request.query:
+        if name not in takes:
+            raise BadRequest(f"unknown query parameter {brief(name)}: {endpoint} takes {', '.join(takes)}",
+                             cut(name))
 
 
 async def body(request: web.Request) -> Any:

@@ -14,7 +14,7 @@ from tickflow.net.gateway.context import GATEWAY
 from tickflow.net.gateway.metrics import render_metrics
 from tickflow.net.gateway.responses import json_response
 from tickflow.net.wire.errors import BadRequest, brief
-from tickflow.net.wire.limits import INTERVALS
+from tickflow.net.wire.limits import INTERVALS, MAX_BARS
 from tickflow.net.wire.openapi import OPENAPI
 
 
@@ -28,6 +28,7 @@ def _symbol(request: web.Request, name: str | None) -> str:
 
 async def get_book(request: web.Request) -> web.Response:
     symbol = _symbol(request, request.match_info["symbol"])
+    inputs.only_params(request, "GET /book/{symbol}", ("depth",))
     depth = inputs.int_param(request, "depth", 20, 1, 1000)
     return json_response(request.app[GATEWAY].service.book(symbol, depth))
 
@@ -43,7 +44,11 @@ class TradePage:
     newest_first: bool
 
 
+TRADE_PAGE = ("symbol", "after", "before", "order", "limit")
+
+
 def trade_page(request: web.Request) -> TradePage:
+    inputs.only_params(request, f"GET {request.path}", TRADE_PAGE)
     symbol = request.query.get("symbol")
     if symbol is not None:
         _symbol(request, symbol)
@@ -72,6 +77,7 @@ async def get_fills(request: web.Request) -> web.Response:
 
 
 async def get_bars(request: web.Request) -> web.Response:
+    inputs.only_params(request, "GET /bars", ("symbol", "interval", "from", "to", "before"))
     symbol = _symbol(request, request.query.get("symbol"))
     interval = request.query.get("interval", "1m")
     if interval not in INTERVALS:
@@ -83,6 +89,11 @@ async def get_bars(request: web.Request) -> web.Response:
     before = inputs.int_param(request, "before", 1 << 62, 1, 1 << 62) if "before" in request.query else None
     if start >= to:  # an empty range has no bars (OpenAPI cannot say from < to, so this is no error)
         return json_response([])
+    iv = INTERVALS[interval]
+    spans = (to - 1) // iv - start // iv + 1
+    if spans > MAX_BARS:  # each bar is a row of the answer and a group in SQLite's pass: bounded
+        raise BadRequest(f"from..to spans {spans} bars of {interval}: at most {MAX_BARS} a request; ask for a "
+                         "shorter range, or a longer interval", "from")
     return json_response(await request.app[GATEWAY].service.bars(symbol, INTERVALS[interval], start, to, before))
 
 
@@ -103,6 +114,8 @@ async def get_health(request: web.Request) -> web.Response:
         "symbols": sorted(service.book_symbols),
         "accounts": "open" if gateway.accounts.open else "tokens",
         "uptimeSeconds": round(time.time() - gateway.started, 3),
+        **({"warning": gateway.warning} if gateway.warning else {}),
+        "recovery": service.recovery,
     }
     if service.failed:
         body["error"] = service.failed

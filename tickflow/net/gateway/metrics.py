@@ -34,6 +34,12 @@ def render_metrics(gateway: Gateway) -> str:
         ("tickflow_cancel_on_disconnect_total", "counter",
          "WebSockets with cancel on disconnect that closed, their account's open orders cancelled",
          counters["cancel_on_disconnect"]),
+        ("tickflow_auth_failures_total", "counter", "failed sign-ins (a token the server does not know), HTTP and "
+         "WebSocket", gateway.sign_in_failures.total),
+        ("tickflow_websocket_origin_refused_total", "counter", "WebSocket upgrades refused for their Origin (403)",
+         counters["ws_origin_refused"]),
+        ("tickflow_websocket_answers_too_large_total", "counter", "WebSocket answers over the size one may be, "
+         "replaced by an error", counters["ws_replies_too_large"]),
         ("tickflow_websocket_resyncs_total", "counter", "slow-consumer resyncs", exchange.resyncs),
         ("tickflow_websocket_messages_total", "counter", "WebSocket messages received", counters["ws_messages"]),
         ("tickflow_websocket_buffered_bytes", "gauge", "market data waiting in subscribers' buffers",

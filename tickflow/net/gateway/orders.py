@@ -14,6 +14,7 @@ from tickflow.net.gateway.responses import json_response
 from tickflow.net.wire import answers, requests
 from tickflow.net.wire.answers import encode
 from tickflow.net.wire.errors import BadRequest, brief, cut
+from tickflow.net.wire.limits import MAX_ORDERS_PAGE
 
 
 async def execute(service: ExchangeService, command: Command,
@@ -47,6 +48,7 @@ async def cancel_orders(request: web.Request) -> web.Response:
     """DELETE /orders?symbol=S&side=buy: every open order of the caller's (in S, on that side) at once."""
     service = request.app[GATEWAY].service
     account = inputs.account(request)
+    inputs.only_params(request, "DELETE /orders", ("symbol", "side"))
     query = request.query
     if len(query) != len(set(query)):
         name = next(k for k in query if len(query.getall(k)) > 1)
@@ -79,9 +81,15 @@ async def get_order(request: web.Request) -> web.Response:
 async def list_orders(request: web.Request) -> web.Response:
     service = request.app[GATEWAY].service
     account = inputs.account(request)
+    inputs.only_params(request, "GET /orders", ("status", "symbol", "side", "after", "limit"))
     query = dict(request.query)
     if query.pop("status", "open") != "open":
         raise BadRequest("status must be 'open'", "status")
+    # Paged like /trades: the oldest `limit` with ids above `after`; the next page starts after the last.
+    after = inputs.int_param(request, "after", 0, 0, 1 << 62)
+    limit = inputs.int_param(request, "limit", MAX_ORDERS_PAGE, 1, MAX_ORDERS_PAGE)
+    query.pop("after", None)
+    query.pop("limit", None)
     wanted = requests.order_filter(query, service.order_symbols, "query parameters",
-                                   "GET /orders takes status=open, symbol and side, all optional")
-    return json_response({"orders": await service.open_orders(account, wanted.symbol, wanted.side)})
+                                   "GET /orders takes status=open, symbol, side, after and limit, all optional")
+    return json_response({"orders": await service.open_orders(account, wanted.symbol, wanted.side, after, limit)})

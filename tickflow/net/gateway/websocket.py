@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 import msgspec
@@ -12,19 +13,36 @@ from aiohttp import WSMsgType, web
 
 from tickflow.core.types import CancelAll
 from tickflow.net.exchange.service import Subscriber
+from tickflow.net.gateway import inputs
 from tickflow.net.gateway.context import GATEWAY, Gateway
 from tickflow.net.gateway.orders import execute
 from tickflow.net.gateway.responses import error
+from tickflow.net.gateway.security import origin_allowed
 from tickflow.net.wire import answers, requests
 from tickflow.net.wire.answers import encode
 from tickflow.net.wire.errors import BadRequest, brief, cut
-from tickflow.net.wire.limits import MAX_BODY, MAX_WS_ID, MAX_WS_IN_FLIGHT
+from tickflow.net.wire.limits import MAX_BODY, MAX_WS_ID, MAX_WS_IN_FLIGHT, MAX_WS_REPLY
 
 log = logging.getLogger("tickflow.net.gateway")
+
+HEARTBEAT = float(os.environ.get("TICKFLOW_WS_HEARTBEAT") or 30.0)
+"""Seconds between the pings that find a silent peer, whose pong must come within half of that. The
+environment variable TICKFLOW_WS_HEARTBEAT sets it: a test seam, so a test finds a silent peer at once."""
+
+
+AUTH_FIELDS = ("token", "updates", "cancelOnDisconnect")
+SUBSCRIBE_FIELDS = ("symbols",)
 
 
 async def websocket(request: web.Request) -> web.StreamResponse:
     ex = request.app[GATEWAY]
+    if not origin_allowed(request):
+        # A page from another site, run by a browser that can reach this server (in open mode, the
+        # account name is the token): it must not trade through that browser.
+        ex.counters["ws_origin_refused"] += 1
+        return error(403, f"a WebSocket from the origin {brief(request.headers.get('Origin'))} is refused: only "
+                          "the server's own page, and the origins of --allow-origin, may open one")
+    inputs.only_params(request, "GET /ws", AUTH_FIELDS)
     if ex.websockets >= ex.max_websockets:
         ex.counters["ws_refused"] += 1
         response = error(503, f"too many WebSocket connections ({ex.websockets} open, the server's limit): "
@@ -40,7 +58,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
 
 async def _websocket(request: web.Request, ex: Gateway) -> web.WebSocketResponse:
     # aiohttp refuses a message of max_msg_size bytes or more; HTTP bodies may be MAX_BODY bytes.
-    ws = web.WebSocketResponse(max_msg_size=MAX_BODY + 1, heartbeat=30.0)
+    ws = web.WebSocketResponse(max_msg_size=MAX_BODY + 1, heartbeat=HEARTBEAT)
     await ws.prepare(request)
     transport = request.transport
 
@@ -50,7 +68,7 @@ async def _websocket(request: web.Request, ex: Gateway) -> web.WebSocketResponse
     sub = ex.service.attach(close)
     ex.open_sockets.add(ws)
     writer = asyncio.create_task(write_loop(sub, ws))
-    session = _WsSession(ex, sub)
+    session = _WsSession(ex, sub, request.remote)
     token = request.query.get("token")
     if token is not None:
         flags = {"true": True, "false": False}
@@ -74,6 +92,7 @@ async def _websocket(request: web.Request, ex: Gateway) -> web.WebSocketResponse
         ex.open_sockets.discard(ws)
         ex.service.detach(sub)
         writer.cancel()
+        ex.accounts.watchers.discard(session.tokens_changed)
         session.disconnected()
     return ws
 
@@ -116,12 +135,15 @@ async def _drop(ws: web.WebSocketResponse, transport: asyncio.Transport | None, 
 class _WsSession:
     """One connection's requests: auth, subscriptions and order entry correlated by id."""
 
-    def __init__(self, ex: Gateway, sub: Subscriber) -> None:
+    def __init__(self, ex: Gateway, sub: Subscriber, peer: str | None = None) -> None:
         self.ex = ex
         self.sub = sub
+        self.peer = peer
         self.in_flight = 0
         self.cancel_on_disconnect: str | None = None
         """The account whose open orders are all cancelled when this connection goes away."""
+        self.token: str | None = None
+        """The token the connection signed in with: when the tokens change (SIGHUP), it must still name its account."""
 
     def error(self, message: str, **extra: Any) -> None:
         self.sub.reply(encode({"type": "error", "error": message, **extra}))
@@ -131,10 +153,10 @@ class _WsSession:
         and disarms cancel on disconnect (which belongs to a sign-in)."""
         account = self.ex.account(token) if isinstance(token, str) else None
         if account is None or not isinstance(updates, bool) or not isinstance(cancel_on_disconnect, bool):
-            if self.sub.account is not None:
-                self.ex.service.authenticate(self.sub, None)
-            self.cancel_on_disconnect = None
+            self._sign_out()
             if account is None:
+                if isinstance(token, str) and token:
+                    self.ex.sign_in_failures.failed(self.peer, "WebSocket auth")
                 self.error("unknown token", op="auth")
             elif not isinstance(updates, bool):
                 self.error("updates must be true or false", op="auth", field="updates")
@@ -143,8 +165,27 @@ class _WsSession:
             return
         self.ex.service.authenticate(self.sub, account, updates)
         self.cancel_on_disconnect = account if cancel_on_disconnect else None
+        self.token = token
+        self.ex.accounts.watchers.add(self.tokens_changed)
         self.sub.reply(encode({"type": "auth", "account": account, "updates": updates,
                                "cancelOnDisconnect": cancel_on_disconnect}))
+
+    def _sign_out(self) -> None:
+        """No account any more, and no cancel on disconnect (which belongs to a sign-in)."""
+        if self.sub.account is not None:
+            self.ex.service.authenticate(self.sub, None)
+        self.cancel_on_disconnect = None
+        self.token = None
+        self.ex.accounts.watchers.discard(self.tokens_changed)
+
+    def tokens_changed(self) -> bool:
+        """The tokens file was read again: a sign-in whose token no longer names its account ends."""
+        if self.sub.account is None or self.ex.account(self.token) == self.sub.account:
+            return False
+        self._sign_out()
+        self.error("signed out: the server's tokens changed, and this connection's token no longer names its "
+                   "account", op="auth")
+        return True
 
     def disconnected(self) -> None:
         """The connection is gone: with cancel on disconnect armed, cancel its account's open orders.
@@ -177,8 +218,18 @@ class _WsSession:
         if op == "ping":
             self.sub.reply(b'{"type":"pong"}')
         elif op == "auth":
+            extra = _unknown(message, AUTH_FIELDS)
+            if extra is not None:  # a misspelt cancelOnDisconnect must not sign in without the switch armed
+                self._sign_out()
+                self.error(f"unknown field {brief(extra)} for auth: it takes {', '.join(AUTH_FIELDS)}", op="auth",
+                           field=cut(extra))
+                return
             self.auth(message.get("token"), message.get("updates", True), message.get("cancelOnDisconnect", False))
         elif op in ("subscribe", "unsubscribe"):
+            extra = _unknown(message, SUBSCRIBE_FIELDS)
+            if extra is not None:
+                self.error(f"unknown field {brief(extra)} for {op}: it takes symbols", op=op, field=cut(extra))
+                return
             self.subscription(op, message.get("symbols"))
         elif op in ("order", "cancel", "amend", "cancelAll"):
             self.request(op, message)
@@ -250,4 +301,21 @@ class _WsSession:
         self._result(request_id, status, body)
 
     def _result(self, request_id: str | int, status: int, body: bytes) -> None:
+        if len(body) > MAX_WS_REPLY:
+            # Checked before it is queued: one answer (a cancel-all of many thousand orders, an order that
+            # swept as many) could otherwise hold any amount of memory, and be more than a client reads.
+            self.ex.counters["ws_replies_too_large"] += 1
+            log.warning("a WebSocket answer of %d bytes (status %d) was replaced: over the %d one may be",
+                        len(body), status, MAX_WS_REPLY)
+            status, body = 413, encode({
+                "error": f"the answer is {len(body)} bytes, over the {MAX_WS_REPLY} one WebSocket answer may be. "
+                         f"The command WAS carried out (it answered {status}): read what it did over HTTP "
+                         "(GET /orders/{id}, GET /orders?status=open, GET /fills), and send such commands "
+                         "over HTTP, or smaller (a cancel-all by symbol)",
+                "code": "answer_too_large", "status": status, "bytes": len(body)})
         self.sub.reply(encode({"type": "result", "id": request_id, "status": status, "body": msgspec.Raw(body)}))
+
+
+def _unknown(message: dict[str, Any], takes: tuple[str, ...]) -> str | None:
+    """The first field of `message` (its `op` taken out) that is not one of `takes`, or None."""
+    return next((name for name in message if name not in takes), None)

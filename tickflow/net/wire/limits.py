@@ -8,7 +8,8 @@ from typing import Final
 from tickflow.core.types import MAX_CLIENT_ORDER_ID, MAX_PRICE, MAX_QTY
 
 __all__ = ["MAX_PRICE", "MAX_QTY", "MAX_CLIENT_ORDER_ID", "MAX_BODY", "SYMBOL_PATTERN", "ACCOUNT_PATTERN", "DIGITS",
-           "MAX_WS_IN_FLIGHT", "MAX_WS_ID", "INTERVALS"]
+           "MAX_WS_IN_FLIGHT", "MAX_WS_ID", "INTERVALS", "MIN_TOKEN_LENGTH", "MAX_BARS", "MAX_ORDERS_PAGE",
+           "MAX_WS_REPLY"]
 
 MAX_BODY: Final = 64 * 1024
 """The largest request body, and the largest WebSocket message, the server reads."""
@@ -24,3 +25,12 @@ MAX_WS_ID: Final = 128
 """The longest request id echoed back in answers."""
 INTERVALS: Final = {"1m": 60_000, "5m": 300_000, "15m": 900_000, "1h": 3_600_000}
 """Bar intervals by name, in milliseconds."""
+MIN_TOKEN_LENGTH: Final = 16
+"""The shortest token a `--tokens` file may hold: a token is a password, and a short one is guessed."""
+MAX_BARS: Final = 10_000
+"""The most bars one `GET /bars` may span (from..to over the interval); a wider range is refused (400)."""
+MAX_ORDERS_PAGE: Final = 1000
+"""The most open orders one `GET /orders` answers (and its default `limit`); `after` pages on."""
+MAX_WS_REPLY: Final = 4 * 1024 * 1024
+"""The largest answer queued on a WebSocket (aiohttp's default message limit, what the project's clients
+read); a larger one is replaced by an error result before it is queued."""

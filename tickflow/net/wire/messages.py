@@ -175,6 +175,8 @@ class Health(msgspec.Struct, frozen=True, rename="camel"):
     durability: str | None = None
     accounts: str | None = None
     """"open" (demo mode: the token is the account name) or "tokens" (only a --tokens file's tokens)."""
+    warning: str | None = None
+    """What the operator should know: open accounts on an address other machines can reach."""
 
 
 class OrderList(msgspec.Struct):

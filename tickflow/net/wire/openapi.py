@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from tickflow.core.types import MAX_PRICE, MAX_QTY
-from tickflow.net.wire.limits import SYMBOL_PATTERN
+from tickflow.net.wire.limits import MAX_BARS, MAX_ORDERS_PAGE, SYMBOL_PATTERN
 
 INT = {"type": "integer"}
 NULLABLE_INT = {"type": ["integer", "null"]}
@@ -100,7 +100,9 @@ HEALTH = _obj({"status": {"type": "string", "enum": ["ok", "degraded", "failed"]
                "durability": {"type": "string", "enum": ["none", "group", "order"]},
                "symbols": {"type": "array", "items": {"type": "string"}},
                "accounts": {"type": "string", "enum": ["open", "tokens"]}, "uptimeSeconds": {"type": "number"},
-               "error": {"type": "string"}}, required=["status", "seq", "logStarted", "durability", "accounts"])
+               "error": {"type": "string"}, "warning": {"type": "string"},
+               "recovery": _obj({"snapshotSeq": INT, "replayedRecords": INT, "seconds": {"type": "number"}})},
+              required=["status", "seq", "logStarted", "durability", "accounts"])
 
 AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 ORDER_ID = {"name": "orderId", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
@@ -139,10 +141,15 @@ OPENAPI: dict[str, Any] = {
                               **_errors(400, 401, 408, 409, 413, 415, 503)},
             },
             "get": {
-                "summary": "The caller's open orders, oldest first (only those in a symbol and/or on a side)",
+                "summary": "The caller's open orders, oldest first (only those in a symbol and/or on a side): at "
+                           f"most `limit` ({MAX_ORDERS_PAGE} by default) with ids above `after`; the next page "
+                           "is after the last id of a full one",
                 "security": AUTH,
                 "parameters": [_query("status", {"type": "string", "enum": ["open"], "default": "open"}),
-                               _query("symbol", SYMBOL), _query("side", {"type": "string", "enum": ["buy", "sell"]})],
+                               _query("symbol", SYMBOL), _query("side", {"type": "string", "enum": ["buy", "sell"]}),
+                               _query("after", {"type": "integer", "minimum": 0, "maximum": 1 << 62, "default": 0}),
+                               _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_ORDERS_PAGE,
+                                                "default": MAX_ORDERS_PAGE})],
                 "responses": {"200": _json(_obj({"orders": {"type": "array", "items": _ref("Order")}}), "open orders"),
                               **_errors(400, 401, 503)},
             },
@@ -198,7 +205,8 @@ OPENAPI: dict[str, Any] = {
         "/bars": {
             "get": {
                 "summary": "OHLC and VWAP bars computed in SQL over the trades with from <= ts < to "
-                           "(and tradeId < before)",
+                           f"(and tradeId < before); a range of more than {MAX_BARS} bars of the interval is "
+                           "refused (400)",
                 "parameters": [_query("symbol", SYMBOL, True),
                                _query("interval", {"type": "string", "enum": ["1m", "5m", "15m", "1h"],
                                                    "default": "1m"}),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tickflow.net.wire.limits import ACCOUNT_PATTERN
+from tickflow.net.wire.limits import ACCOUNT_PATTERN, MIN_TOKEN_LENGTH
 
 
 class TokensError(ValueError):
@@ -32,10 +32,12 @@ def read_tokens(path: str) -> dict[str, str]:
     if not tokens:
         raise TokensError(f"{path} holds no tokens: nobody could trade")
     for token, account in tokens.items():
-        if not token or token != token.strip() or not token.isprintable() or len(token) > 4096:
-            # The Authorization header is read stripped: such a token could never be presented.
-            raise TokensError(f"{path}: a token must be 1-4096 printable characters with no space at either "
-                              f"end (the one for account {account[:64]!r} is not)")
         if not ACCOUNT_PATTERN.match(account):
             raise TokensError(f"{path}: bad account name {account[:64]!r}: use 1-64 of A-Z a-z 0-9 . _ : @ -")
+        if (len(token) < MIN_TOKEN_LENGTH or token != token.strip() or not token.isprintable()
+                or len(token) > 4096):
+            # The Authorization header is read stripped: such a token could never be presented. And a
+            # token is a password: a short one is guessed (`openssl rand -hex 16` makes a good one).
+            raise TokensError(f"{path}: a token must be {MIN_TOKEN_LENGTH}-4096 printable characters with no "
+                              f"space at either end (the one for account {account!r} is not)")
     return tokens

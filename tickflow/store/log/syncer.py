@@ -31,6 +31,10 @@ Done = Callable[[int, "str | None", float], None]
 """(bytes of the log now durable, why the sync failed or None, seconds it took)"""
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync_helper.py")
+HELPER_SEAM = "TICKFLOW_SYNC_HELPER"
+"""Test seam: an environment variable naming a script to run instead of HELPER, with the same arguments
+and pipe protocol (tests/helpers/wrapped_sync_helper.py runs the real helper with its fdatasync held or
+noted, so a simulated power cut sees the helper's syncs). Unset in production."""
 
 
 class Syncer(Protocol):
@@ -119,9 +123,10 @@ class ProcessSyncer:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         req_r, resp_w = above_stdio(req_r), above_stdio(resp_w)
+        helper = os.environ.get(HELPER_SEAM) or HELPER
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", HELPER, str(log_fd), str(req_r), str(resp_w)],
+                [sys.executable, "-I", "-S", helper, str(log_fd), str(req_r), str(resp_w)],
                 pass_fds=(log_fd, req_r, resp_w), stdin=subprocess.DEVNULL, close_fds=True,
             )
         finally:

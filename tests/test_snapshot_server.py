@@ -4,11 +4,11 @@ in /health and /metrics; a failed one costs nothing but itself."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from helpers.wait import wait_until
 from server_process import ServerProcess
 
 
@@ -27,16 +27,6 @@ def _metrics(server: ServerProcess) -> dict[str, float]:
     return {name: float(value) for name, value in (line.split(" ", 1) for line in lines if not line.startswith("#"))}
 
 
-def _until(check: Any, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def _place(server: ServerProcess, n: int) -> list[tuple[int, str]]:
     placed = []
     for i in range(n):
@@ -52,7 +42,7 @@ def test_a_restart_starts_from_the_newest_snapshot_and_loses_nothing(tmp_path: P
     try:
         placed = _place(server, 150)
         states = {i: _call(server, "GET", f"/orders/{i}", token=a) for i, a in placed}
-        _until(lambda: _metrics(server)["tickflow_snapshot_seq"] >= 120)
+        wait_until(lambda: _metrics(server)["tickflow_snapshot_seq"] >= 120)
         server.restart(kill=True)
         health = _call(server, "GET", "/health")
         recovery = health["recovery"]
@@ -77,9 +67,10 @@ def test_a_failed_snapshot_is_counted_and_the_next_one_is_taken(tmp_path: Path) 
         (data / f".snap-{20:020d}.tmp").mkdir()  # the first snapshot falls due at seq 20
         assert seq < 20
         _place(server, 20 - seq)
-        _until(lambda: _metrics(server)["tickflow_snapshot_failures_total"] == 1)
+        wait_until(lambda: _metrics(server)["tickflow_snapshot_failures_total"] == 1)
         _place(server, 25)
-        metrics = _until(lambda: (m := _metrics(server))["tickflow_snapshots_total"] >= 1 and m)
+        wait_until(lambda: _metrics(server)["tickflow_snapshots_total"] >= 1)
+        metrics = _metrics(server)
         assert metrics["tickflow_snapshot_seq"] >= 40 and metrics["tickflow_log_failed"] == 0
         assert _call(server, "GET", "/health")["status"] == "ok"
         assert "snapshot at seq 20 failed" in server.output()

@@ -282,8 +282,7 @@ async def test_reconnect_backfills_missed_trades_and_orders_that_changed(server:
         mine = await ws.place_order("GAMMA", "sell", 1, 650)
         for start in range(0, 1100, 100):
             await asyncio.gather(*(ivan.place_order("GAMMA", "sell", 1, 651) for _ in range(100)))
-        assert ws._ws is not None
-        await ws._ws.close()  # the network drops; the server carries on
+        await ws.drop_connection()  # the network drops; the server carries on
         await until(lambda: "reconnecting" in states)
         swept = await judy.place_order("GAMMA", "buy", 1101, 651)  # 1101 trades while away
         assert swept.filled_qty == 1101
@@ -872,8 +871,7 @@ async def test_no_fill_is_reported_twice_after_a_reconnection() -> None:
                         if isinstance(e, OrderChanged) and e.order.status == "cancelled" else None)
         assert (await ws.place_order("BETA", "sell", 1, 777)).status == "new"
         assert (await ws.place_order("BETA", "sell", 1, 778)).status == "new"
-        assert ws._ws is not None
-        await ws._ws.close()  # the network drops: the session reconnects and reads its orders again
+        await ws.drop_connection()  # the network drops: the session reconnects and reads its orders again
         await until(lambda: ws.reconnects == 1 and ws.connected)
         await until(lambda: cancelled == [2], message="the reading again to report the other order cancelled")
         assert reported == [1]
@@ -887,8 +885,7 @@ async def test_closing_while_catching_up_is_quiet(server: ServerProcess, caplog:
     closing: list[asyncio.Task] = []
     session.add_listener(lambda e: closing.append(asyncio.ensure_future(session.close()))
                          if isinstance(e, StateChanged) and e.state == "connected" else None)
-    assert session._ws is not None
-    await session._ws.close()
+    await session.drop_connection()
     await until(lambda: bool(closing) and closing[0].done())
     assert session.state == "closed"
     assert not other_tasks()
@@ -923,8 +920,7 @@ async def test_fetching_missed_trades_does_not_hold_up_order_answers(server: Ser
         held = HeldTrades(server.url, "tess")
         held.release = asyncio.Event()
         ws._http_client = held
-        assert ws._ws is not None
-        await ws._ws.close()
+        await ws.drop_connection()
         await until(lambda: ws.state == "reconnecting")
         for _ in range(60):  # more than a snapshot's 50 recent trades: the rest must be fetched
             await uma.place_order("DELTA", "sell", 1, 9000)
@@ -1037,8 +1033,7 @@ async def test_ping_timeout_and_ping_while_away_are_tickflow_errors() -> None:
     async with not_tickflow(silent) as url, Session(url, "abe", backoff=Backoff(5, 5)) as ws:
         with pytest.raises(RequestTimeout):
             await ws.ping(timeout=0.2)
-        assert ws._ws is not None
-        await ws._ws.close()
+        await ws.drop_connection()
         await until(lambda: ws.state == "reconnecting")
         with pytest.raises(NotConnected):
             await ws.ping()
@@ -1160,8 +1155,7 @@ async def test_cancel_on_disconnect_cancels_the_accounts_orders_when_the_session
             await bot.start()
             await bot.place_order("ACME", "buy", 1, 80)
             await http.place_order("BETA", "sell", 1, 90_000)  # over HTTP: the account's, so cancelled too
-            assert bot._ws is not None
-            await bot._ws.close()  # the connection goes; the session reconnects
+            await bot.drop_connection()  # the connection goes; the session reconnects
             await until_open(http, [])
             await until(lambda: states[-1] == "connected")
             placed = await bot.place_order("GAMMA", "buy", 2, 70)  # armed again with the new sign-in

@@ -38,7 +38,7 @@ async def test_a_real_log_is_synced_by_a_helper_process_that_ends_with_the_seque
                                                                                      mode: str) -> None:
     path = str(tmp_path / "seq.wal")
     sequencer = await started(path, mode)
-    syncer = sequencer._syncer
+    syncer = sequencer.syncer
     assert isinstance(syncer, ProcessSyncer) and syncer.pid is not None and alive(syncer.pid)
     pid = syncer.pid
     await sequencer.submit(AddSymbol("ACME"))
@@ -56,7 +56,7 @@ async def test_a_helper_killed_mid_run_fails_the_unsynced_and_stops_the_sequence
     sequencer = await started(path, "group")
     await sequencer.submit(AddSymbol("ACME"))
     first = await sequencer.submit(order(1))
-    pid = sequencer._syncer.pid  # type: ignore[attr-defined]
+    pid = sequencer.syncer.pid  # type: ignore[attr-defined]
     os.kill(pid, signal.SIGKILL)
     results = await asyncio.gather(*(sequencer.submit(order(i)) for i in range(2, 50)), return_exceptions=True)
     # Nothing was in flight when it died, and nothing can be made durable after.
@@ -221,7 +221,7 @@ async def test_a_log_with_injected_file_operations_keeps_the_sync_thread(tmp_pat
     ops = GatedOps()
     ops.gate.set()
     sequencer = await started(str(tmp_path / "seq.wal"), "group", ops)
-    assert isinstance(sequencer._syncer, ThreadSyncer)
+    assert isinstance(sequencer.syncer, ThreadSyncer)
     assert (await sequencer.submit(AddSymbol("ACME"))).error is None
     await sequencer.stop()
 

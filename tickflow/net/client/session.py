@@ -330,6 +330,14 @@ class Session(OrderEntry):
             for event in self.client_state.backfilled(symbol, missed, deliver=not self._closing):
                 self._emit(event)
 
+    async def drop_connection(self) -> None:
+        """Close the current WebSocket as a lost network would: the session then reconnects, signs in,
+        re-subscribes and catches up as after any loss (for a bot that wants a fresh connection, and
+        for tests of the reconnect)."""
+        ws = self._ws
+        if ws is not None and not ws.closed:
+            await ws.close()
+
     # ---- the connection loop
 
     def _can_send(self) -> bool:

@@ -19,7 +19,8 @@ from tickflow.core.engine import Engine
 from tickflow.core.orders import state_of
 from tickflow.core.types import AddSymbol, Command, OrderState, Outcome, Side
 from tickflow.net.exchange.fanout import Feed, Subscriber
-from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped, Stats
+from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped
+from tickflow.net.exchange.stats import Stats
 from tickflow.net.exchange.snapshotter import Snapshotter
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.recovery import Recovery

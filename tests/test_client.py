@@ -448,7 +448,8 @@ async def test_a_restart_of_the_same_exchange_is_not_another(tmp_path: Path) -> 
 async def test_whether_it_is_another_exchange_falls_back_on_the_seq_when_the_server_does_not_say() -> None:
     """`GET /health` without logStarted (an older server) or with null (no record yet) leaves the
     decision to the seq and trades; with both times known they decide, whatever the seq."""
-    from tickflow.net.client import Health
+    from tickflow.net.client import ClientState, Health
+    from tickflow.net.client.catchup import other_server
 
     class Server:
         def __init__(self) -> None:
@@ -461,28 +462,27 @@ async def test_whether_it_is_another_exchange_falls_back_on_the_seq_when_the_ser
             return []
 
     server = Server()
-    session = Session("http://127.0.0.1:9", "alice")
-    session._http_client = server  # type: ignore[assignment]
+    state = ClientState()  # what a Session holds of the exchange; other_server is what it asks on reconnecting
 
     async def told(seq: int, started: int | None, remembered: int | None, last_seq: int = 700) -> str | None:
         server.health_ = Health("ok", seq=seq, log_started=started)
-        session.log_started, session.last_seq = remembered, last_seq
-        return await session._other_server()
+        state.log_started, state.last_seq = remembered, last_seq
+        return await other_server(server, state, 5.0, 5.0)  # type: ignore[arg-type]
 
     assert msgspec.json.decode(b'{"status":"ok","seq":3}', type=Health).log_started is None  # an older server
     assert msgspec.json.decode(b'{"status":"ok","seq":3,"logStarted":5}', type=Health).log_started == 5
     t1, t2 = 1796440821046, 1796440899512
     assert await told(3, None, None) == "its log is at seq 3, behind the 700 seen"
     assert await told(3, None, t1) == "its log is at seq 3, behind the 700 seen"
-    assert session.log_started is None  # another exchange, whose log has no record yet
+    assert state.log_started is None  # another exchange, whose log has no record yet
     assert await told(3, t2, None) == "its log is at seq 3, behind the 700 seen"
-    assert session.log_started == t2
-    assert await told(900, None, t1) is None and session.log_started == t1  # the same, as far as seqs tell
-    assert await told(900, t1, None) is None and session.log_started == t1  # now known
+    assert state.log_started == t2
+    assert await told(900, None, t1) is None and state.log_started == t1  # the same, as far as seqs tell
+    assert await told(900, t1, None) is None and state.log_started == t1  # now known
     assert await told(3, t1, t1) is None  # the same exchange: its own word counts, not the seq
     assert await told(900, t2, t1) == \
         "another exchange at this address: its log began at 2026-12-05 03:21:39 UTC, not 2026-12-05 03:20:21 UTC"
-    assert session.log_started == t2
+    assert state.log_started == t2
     assert await told(900, t2 + 100, t2) == "another exchange at this address: its log began at " \
         "2026-12-05 03:21:39.612 UTC, not 2026-12-05 03:21:39.512 UTC"
 

@@ -3,9 +3,7 @@ deadline, a raw WebSocket client that reads only when told, and the processes a 
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import inspect
 import json
 import os
 import socket
@@ -14,33 +12,19 @@ import time
 import urllib.request
 from typing import Any, Callable
 
+from helpers.wait import until, wait_until
+
 
 async def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "the condition",
                      every: float = 0.02) -> Any:
-    """Call `check()` (awaiting it if it is a coroutine function) until it returns something true, which
-    is returned; AssertionError at the deadline. Polls, never a fixed sleep followed by an assertion."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {result!r})")
-        await asyncio.sleep(every)
+    """`helpers.wait.until` under the names these tests use: `check()` (awaited when it returns an
+    awaitable) until it returns something true, which is returned; AssertionError at the deadline."""
+    return await until(check, timeout, every, what)
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "the condition", every: float = 0.01) -> Any:
-    """`eventually` for plain functions, outside an event loop."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {result!r})")
-        time.sleep(every)
+    """`eventually` for plain functions, outside an event loop (`helpers.wait.wait_until`)."""
+    return wait_until(check, timeout, every, what)
 
 
 def alive(pid: int) -> bool:

@@ -25,6 +25,7 @@ from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY
 from tickflow.net.exchange.startup import StartupError, start_exchange
 from tickflow.net.gateway.app import close_websockets, make_app
 from tickflow.net.gateway.auth import Accounts
+from tickflow.net.gateway.logburst import LogBurst
 from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
 from tickflow.net.gateway.security import origin_argument
 from tickflow.net.wire.args import port_number
@@ -356,12 +357,7 @@ class MalformedHttpFilter(logging.Filter):
 
     def __init__(self, burst: int = 10, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.burst = burst
-        self.window = window
-        self.clock = clock
-        self.started = -window
-        self.said = 0
-        self.left_out = 0
+        self.burst = LogBurst("such requests", burst, window, clock)
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
@@ -369,21 +365,12 @@ class MalformedHttpFilter(logging.Filter):
             error = error.__cause__  # a body aiohttp could not read, such as bad chunks (the handler said 400)
         if not isinstance(error, HttpProcessingError):
             return True
-        now = self.clock()
-        if now - self.started >= self.window:
-            self.started, self.said = now, 0
-        if self.said >= self.burst:
-            self.left_out += 1
+        note = self.burst.allow()
+        if note is None:
             return False
-        self.said += 1
         # aiohttp's message quotes the offending bytes over several lines: one line, of bounded length.
         why = " ".join(str(error.message or repr(error)).split())
-        record.msg = f"{record.getMessage()}: {why[:200]}"
-        if self.left_out:
-            record.msg += f" ({self.left_out} more such requests were not logged)"
-            self.left_out = 0
-        elif self.said == self.burst:
-            record.msg += f" (the next such requests within {self.window:g} s are not logged)"
+        record.msg = f"{record.getMessage()}: {why[:200]}{note}"
         record.args = ()
         record.exc_info = None
         record.exc_text = None

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from tickflow.net.gateway.logburst import LogBurst
 from tickflow.net.wire.limits import ACCOUNT_PATTERN
 
 log = logging.getLogger("tickflow.net.gateway")
@@ -47,27 +48,12 @@ class SignInFailures:
 
     def __init__(self, burst: int = 10, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.total = 0
-        self.burst = burst
-        self.window = window
-        self.clock = clock
-        self.started = -window
-        self.said = 0
-        self.left_out = 0
+        self.burst = LogBurst("failed sign-ins", burst, window, clock)
 
     def failed(self, peer: str | None, how: str) -> None:
         self.total += 1
-        now = self.clock()
-        if now - self.started >= self.window:
-            self.started, self.said = now, 0
-        if self.said >= self.burst:
-            self.left_out += 1
+        note = self.burst.allow()
+        if note is None:
             return
-        self.said += 1
-        note = ""
-        if self.left_out:
-            note = f" ({self.left_out} more failed sign-ins were not logged)"
-            self.left_out = 0
-        elif self.said == self.burst:
-            note = f" (the next failed sign-ins within {self.window:g} s are not logged)"
         log.warning("failed sign-in from %s (%s): unknown token; %d since start%s", peer or "an unknown peer",
                     how, self.total, note)

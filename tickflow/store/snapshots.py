@@ -25,6 +25,7 @@ from pathlib import Path
 import msgspec
 
 from tickflow.core.snapshot import EngineState
+from tickflow.store.datadir import sync_dir
 
 MAGIC = b"tickflow snapshot v1\n"
 _MAGIC_STEM = b"tickflow snapshot v"
@@ -92,16 +93,8 @@ def publish(temporary: Path) -> Path:
     seq = int(TEMPORARY.match(temporary.name).group(1))  # type: ignore[union-attr]
     final = temporary.with_name(file_name(seq))
     os.rename(temporary, final)
-    sync_directory(final.parent)
+    sync_dir(final.parent)
     return final
-
-
-def sync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read(path: Path) -> Snapshot:
@@ -151,5 +144,5 @@ def prune(directory: Path, keep: int) -> list[Path]:
     for path in gone:
         path.unlink(missing_ok=True)
     if gone:
-        sync_directory(directory)
+        sync_dir(directory)
     return gone

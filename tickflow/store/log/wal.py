@@ -25,9 +25,11 @@ import re
 import stat
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Protocol
 
 # The framing lives in frames.py (the framing helper process imports it alone); its names are the log's.
+from tickflow.store.datadir import sync_dir
 from tickflow.store.log.frames import HEADER, HEADER_SIZE, MAX_PAYLOAD, batch_end, frame, good_records  # noqa: F401
 from tickflow.store.log.helpers import above_stdio, framed_elsewhere, other_cores, write_all  # noqa: F401
 
@@ -108,7 +110,7 @@ class OsFileOps:
 
     def open_append(self, path: str) -> int:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # orders are nobody else's business
-        _sync_dir(os.path.dirname(os.path.abspath(path)))
+        sync_dir(Path(os.path.abspath(path)).parent)
         return fd
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
@@ -133,15 +135,6 @@ def _read_from(path: str, start: int) -> bytes:
             return head + f.read()
     except FileNotFoundError:
         return b""
-
-
-def _sync_dir(path: str) -> None:
-    """Make a newly created file's directory entry durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _check(data: bytes, offset: int) -> str | None:
@@ -240,7 +233,7 @@ def add_header(path: str, old: bytes) -> None:
         with contextlib.suppress(OSError):
             os.remove(upgraded)
         raise
-    _sync_dir(os.path.dirname(os.path.abspath(path)))
+    sync_dir(Path(os.path.abspath(path)).parent)
 
 
 def _keep_mode_and_owner(fd: int, before: os.stat_result) -> None:

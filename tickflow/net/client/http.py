@@ -1,25 +1,31 @@
-"""The HTTP half of the protocol: `Client`, the aiohttp session it rides on, and the helpers the
-WebSocket `Session` shares with it (server addresses, request bodies, decoding answers)."""
+"""The HTTP half of the protocol: `Client`, the aiohttp session it rides on, and the server addresses
+the WebSocket `Session` shares with it (request bodies and decoding are bodies.py's, batches batch.py's)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote as url_quote
+from urllib.parse import urlsplit
 
 import aiohttp
-import msgspec
 
-from tickflow.net.client.errors import ApiError, ConnectionLost, InvalidURL, NotConnected, ProtocolError, RequestTimeout
+from tickflow.net.client.batch import OpResult, QuoteLevel, batch_body, op_results, quote_body
+from tickflow.net.client.bodies import amend_fields, decode_as, decode_body, encode, order_fields, order_filters
+from tickflow.net.client.errors import ApiError, ConnectionLost, InvalidURL, NotConnected, RequestTimeout
+from tickflow.net.client.ops import Op
 from tickflow.net.wire.limits import MAX_ORDERS_PAGE
 from tickflow.net.wire.messages import (
     AccountFill,
     Bar,
+    BatchAnswer,
     Book,
     Health,
     Order,
     OrderList,
     OrderType,
+    Quote,
     Side,
     SymbolInfo,
     SymbolList,
@@ -30,9 +36,6 @@ from tickflow.net.wire.messages import (
 __all__ = ["Client", "new_http_session", "ws_url"]
 
 T = TypeVar("T")
-_json = msgspec.json.Decoder()
-encode = msgspec.json.Encoder().encode
-"""Any JSON value -> UTF-8 bytes, as the client sends it."""
 
 
 def new_http_session() -> aiohttp.ClientSession:
@@ -46,22 +49,6 @@ def new_http_session() -> aiohttp.ClientSession:
     if hasattr(session, "_retry_connection"):
         session._retry_connection = False
     return session
-
-
-def decode_body(raw: bytes) -> Any:
-    """An answer's body as JSON, or its text when it is not JSON."""
-    try:
-        return _json.decode(raw)
-    except msgspec.DecodeError:
-        return raw.decode("utf-8", "replace")
-
-
-def decode_as(kind: type[T], raw: bytes, what: str, status: int = 200) -> T:
-    """`raw` as a `kind`, or `ProtocolError` when the answer is not one."""
-    try:
-        return msgspec.json.decode(raw, type=kind)
-    except msgspec.DecodeError as e:  # ValidationError included
-        raise ProtocolError(what, status, raw, e) from e
 
 
 def base_url(url: str) -> str:
@@ -84,37 +71,6 @@ def ws_url(url: str) -> str:
     elif base.startswith("https://"):
         base = "wss://" + base[len("https://"):]
     return base if base.endswith("/ws") else base + "/ws"
-
-
-def order_fields(symbol: str, side: Side, qty: int, price: int | None, type: OrderType | None,
-                 tif: Tif, post_only: bool, client_order_id: str | None) -> dict[str, Any]:
-    """A new order's body; a market order when `price` is None and `type` is not given."""
-    body: dict[str, Any] = {"symbol": symbol, "side": side,
-                            "type": type or ("limit" if price is not None else "market"), "qty": qty}
-    if price is not None:
-        body["price"] = price
-    if tif != "gtc":
-        body["tif"] = tif
-    if post_only:
-        body["postOnly"] = True
-    if client_order_id is not None:
-        body["clientOrderId"] = client_order_id
-    return body
-
-
-def order_filters(symbol: str | None, side: Side | None) -> dict[str, Any]:
-    """The filters of a cancel-all or an open-orders read: the ones given."""
-    return {k: v for k, v in (("symbol", symbol), ("side", side)) if v is not None}
-
-
-def amend_fields(qty: int | None, price: int | None) -> dict[str, Any]:
-    """An amend's body: the fields given."""
-    body: dict[str, Any] = {}
-    if qty is not None:
-        body["qty"] = qty
-    if price is not None:
-        body["price"] = price
-    return body
 
 
 class Client:
@@ -206,6 +162,20 @@ class Client:
         params = order_filters(symbol, side)
         return (await self._typed(OrderList, "DELETE", "/orders", params)).orders
 
+    async def batch(self, ops: Iterable[Op | Mapping[str, Any]]) -> list[OpResult]:
+        """`POST /batch`: up to 256 ops (`tickflow.net.client.ops`) sequenced one after another, nothing
+        of anyone else's between them. One `OpResult` per op, in order, each what the op alone would have
+        been answered (a failed op is in its result, not raised); `ApiError` when the batch is refused as
+        a whole (400 malformed, 401), and then nothing of it ran. As `Session.batch`."""
+        sent, wire = batch_body(ops)
+        answer = await self._typed(BatchAnswer, "POST", "/batch", body={"ops": wire})
+        return op_results(sent, answer.results, "POST /batch")
+
+    async def quote(self, symbol: str, bids: Iterable[QuoteLevel], asks: Iterable[QuoteLevel]) -> Quote:
+        """`PUT /quotes/{symbol}`: replace the account's whole quote in `symbol` with these `(price, qty)`
+        levels in one logged command (an empty side pulls it). As `Session.quote`."""
+        return await self._typed(Quote, "PUT", f"/quotes/{url_quote(symbol, safe='')}", body=quote_body(bids, asks))
+
     async def get_order(self, order_id: int) -> Order:
         """`GET /orders/{id}`: the order's current state (`fills` empty); 404 unknown or not yours."""
         return await self._typed(Order, "GET", f"/orders/{order_id}")
@@ -228,7 +198,7 @@ class Client:
 
     async def book(self, symbol: str, depth: int = 20) -> Book:
         """`GET /book/{symbol}`: the best `depth` levels (1-1000) of each side; 404 unknown symbol."""
-        return await self._typed(Book, "GET", f"/book/{quote(symbol, safe='')}", {"depth": depth})
+        return await self._typed(Book, "GET", f"/book/{url_quote(symbol, safe='')}", {"depth": depth})
 
     async def trades(self, symbol: str | None = None, after: int = 0, limit: int = 100, *,
                      before: int | None = None, newest_first: bool = False) -> list[Trade]:

@@ -35,7 +35,7 @@ from tickflow.net.client.state import (
     ServerError,
     StateChanged,
 )
-from tickflow.net.wire.messages import AuthMsg, ConnState, ErrorMsg, Order, Pong, Result, Trade, server_message
+from tickflow.net.wire.messages import AuthMsg, ConnState, ErrorMsg, Order, Pong, Result, Results, Trade, server_message
 
 __all__ = ["Session", "Backoff", "MAX_IN_FLIGHT", "MAX_MESSAGE"]
 
@@ -492,8 +492,8 @@ class Session(OrderEntry):
         except msgspec.DecodeError:  # ValidationError included
             log.warning("unrecognised message: %.200s", data)
             return
-        if isinstance(msg, Result):
-            self._answer(msg.id, msg.status, bytes(msg.body))
+        if isinstance(msg, (Result, Results)):
+            self._answered(msg)
         elif isinstance(msg, AuthMsg):
             if self.cancel_on_disconnect and not msg.cancel_on_disconnect:
                 # Carrying on would leave orders in the book that the caller counts on going with it.

@@ -16,8 +16,8 @@ from tickflow.core.types import Liquidity, OrderType, Side, Status, Tif
 __all__ = [
     "Side", "OrderType", "Tif", "Status", "Liquidity", "ConnState", "OPEN_STATUSES",
     "Fill", "Order", "Trade", "AccountFill", "Level", "BookLevel", "Book", "Bar", "SymbolInfo", "Health",
-    "OrderList", "SymbolList",
-    "Snapshot", "Update", "Result", "OrderMsg", "AuthMsg", "Resync", "ErrorMsg", "Pong", "ServerMessage",
+    "OrderList", "SymbolList", "OpAnswer", "BatchAnswer", "Quote",
+    "Snapshot", "Update", "Result", "Results", "OrderMsg", "AuthMsg", "Resync", "ErrorMsg", "Pong", "ServerMessage",
     "server_message",
 ]
 
@@ -191,6 +191,31 @@ class SymbolList(msgspec.Struct):
     symbols: list[SymbolInfo]
 
 
+class OpAnswer(msgspec.Struct, frozen=True):
+    """One op's answer in a batch, in the op's place: the status and body it would have been answered
+    alone (an order result, `{"orders": [...], "seq": N}` for a cancel-all, or an error)."""
+
+    status: int
+    body: msgspec.Raw
+
+
+class BatchAnswer(msgspec.Struct, frozen=True):
+    """`POST /batch`: one answer per op, in the order the ops were given."""
+
+    results: list[OpAnswer]
+
+
+class Quote(msgspec.Struct, frozen=True):
+    """A mass quote's answer (`PUT /quotes/{symbol}`, or the WebSocket `quote` op): every quote order of
+    the account in `symbol` that the command touched or kept, those it cancelled first (by id, `reason`
+    `replaced_by_quote`), then those it kept or reduced, then the new ones (with the fills they made);
+    `seq` is the command's."""
+
+    symbol: str
+    seq: int
+    orders: list[Order]
+
+
 # ------------------------------------------------------------------ WebSocket messages
 
 
@@ -227,6 +252,14 @@ class Result(msgspec.Struct, tag_field="type", tag="result"):
     body: msgspec.Raw
 
 
+class Results(msgspec.Struct, tag_field="type", tag="results"):
+    """The answer to a batch, with its `id`: a JSON array with one `{"status", "body"}` per op, in order
+    (kept raw here: a `list[OpAnswer]`). A batch refused as a whole is answered with a `Result` instead."""
+
+    id: Any
+    results: msgspec.Raw
+
+
 class OrderMsg(msgspec.Struct, tag_field="type", tag="order"):
     """A private update: one of the signed-in account's orders changed."""
 
@@ -259,7 +292,7 @@ class Pong(msgspec.Struct, tag_field="type", tag="pong"):
     """The answer to `{"op": "ping"}`."""
 
 
-ServerMessage = Snapshot | Update | Result | OrderMsg | AuthMsg | Resync | ErrorMsg | Pong
+ServerMessage = Snapshot | Update | Result | Results | OrderMsg | AuthMsg | Resync | ErrorMsg | Pong
 """Every message the server sends on a WebSocket."""
 
 server_message = msgspec.json.Decoder(ServerMessage).decode

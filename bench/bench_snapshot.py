@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tickflow.core.engine import Engine  # noqa: E402
-from tickflow.core.snapshot import capture, restore  # noqa: E402
+from tickflow.core.snapshot import capture, restore  # noqa: E402, state_hash
 from tickflow.core.types import AddSymbol, Cancel, NewOrder  # noqa: E402
 from tickflow.net.exchange import snapshotter as snapshotter_module  # noqa: E402
 from tickflow.net.exchange.sequencer import Sequencer  # noqa: E402
@@ -143,7 +143,7 @@ async def run(args: argparse.Namespace, directory: Path) -> dict:
     began = time.perf_counter()
     loaded = restore(snapshots.read(written).state())
     load_seconds = time.perf_counter() - began
-    assert loaded.state_hash() == engine.state_hash()
+    assert state_hash(loaded) == state_hash(engine)
     live = sum(len(o) for o in engine.open_orders.values())
     return {
         "benchmark": "snapshot", "open_orders": args.open_orders, "durability": args.durability,

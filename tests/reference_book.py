@@ -25,6 +25,7 @@ from tickflow.core.types import (
     NewOrder,
     OrderState,
     Outcome,
+    Quote,
     Trade,
 )
 
@@ -49,6 +50,7 @@ class RefOrder:
     filled: int = 0
     status: str = "new"
     reason: str | None = None
+    quote: bool = False
 
     def state(self, fills: list[Fill] | None = None) -> OrderState:
         return OrderState(
@@ -115,6 +117,8 @@ class RefEngine:
             return self.amend(seq, ts, cmd)
         if isinstance(cmd, CancelAll):
             return self.cancel_all(seq, ts, cmd)
+        if isinstance(cmd, Quote):
+            return self.quote(seq, ts, cmd)
         raise TypeError(cmd)
 
     def new_order(self, seq: int, ts: int, cmd: NewOrder) -> Outcome:
@@ -290,6 +294,56 @@ class RefEngine:
             self.resting[(order.symbol, order.side)].append(order)
         return Outcome(seq, order.state(fills), None, trades, [], updates)
 
+    def quote(self, seq: int, ts: int, cmd: Quote) -> Outcome:
+        """The account's resting quote orders in the symbol become the quote's levels: a price quoted again
+        with no more than what is open stays (cut to the new quantity), anything else goes; the levels
+        left are placed, bids then asks, best first."""
+        if cmd.symbol not in self.symbols:
+            return Outcome(seq, None, "unknown_symbol", [], [], [])
+        for levels in (cmd.bids, cmd.asks):
+            if len(levels) > 64:
+                return Outcome(seq, None, "too_many_levels", [], [], [])
+            if any(not 1 <= p <= MAX_PRICE for p, _ in levels):
+                return Outcome(seq, None, "bad_price", [], [], [])
+            if any(not 1 <= q <= MAX_QTY for _, q in levels):
+                return Outcome(seq, None, "bad_qty", [], [], [])
+            if len(set(p for p, _ in levels)) < len(levels):
+                return Outcome(seq, None, "repeated_price", [], [], [])
+        if cmd.bids and cmd.asks and max(cmd.bids)[0] >= min(cmd.asks)[0]:
+            return Outcome(seq, None, "crossed_quote", [], [], [])
+        mine = sorted((o for side in ("buy", "sell") for o in self.resting[(cmd.symbol, side)]
+                       if o.account == cmd.account and o.quote), key=lambda o: o.order_id)
+        wanted = {("buy", p): q for p, q in cmd.bids} | {("sell", p): q for p, q in cmd.asks}
+        gone: list[OrderState] = []
+        kept: list[RefOrder] = []
+        for order in mine:
+            qty = wanted.get((order.side, order.price))
+            if qty is not None and qty <= order.qty - order.filled:
+                del wanted[(order.side, order.price)]
+                if qty < order.qty - order.filled:
+                    order.qty = order.filled + qty
+                    order.seq, order.ts = seq, ts
+                kept.append(order)
+            else:
+                self.resting[(order.symbol, order.side)].remove(order)
+                order.status, order.reason = "cancelled", "replaced_by_quote"
+                order.seq, order.ts = seq, ts
+                gone.append(order.state())
+        quoted = gone + [o.state() for o in kept]
+        trades: list[Trade] = []
+        updates: list[OrderState | MakerFill] = []
+        bids = sorted((p for s, p in wanted if s == "buy"), reverse=True)
+        asks = sorted(p for s, p in wanted if s == "sell")
+        for side, price in [("buy", p) for p in bids] + [("sell", p) for p in asks]:
+            order = RefOrder(self.next_order_id, None, cmd.account, cmd.symbol, side, "limit", price,
+                             wanted[(side, price)], "gtc", False, seq, ts, quote=True)
+            self.next_order_id += 1
+            placed = self.place(seq, ts, order)
+            quoted.append(placed.result)  # type: ignore[arg-type]
+            trades += placed.trades
+            updates += placed.changed
+        return Outcome(seq, None, None, trades, [], updates, quoted=quoted)
+
 
 # ---------------------------------------------------------------- driving the real engine
 
@@ -336,6 +390,10 @@ class Driver:
 
     def add_symbol(self, symbol: str) -> Outcome:
         return self.apply(AddSymbol(symbol))
+
+    def quote(self, account: str, bids: list[tuple[int, int]], asks: list[tuple[int, int]], *,
+              symbol: str = "ACME") -> Outcome:
+        return self.apply(Quote(account, symbol, bids, asks))
 
     def depth(self, symbol: str = "ACME") -> tuple[Levels, Levels]:
         bids, asks = self.engine.depth(symbol)

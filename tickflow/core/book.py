@@ -44,6 +44,8 @@ class Order(msgspec.Struct, gc=False):
     ts: int = 0
     live: bool = False
     """True while this object rests in a level's queue; an amend that re-queues makes a new object."""
+    quote: bool = False
+    """Placed by a mass quote: the account's next quote in the symbol replaces it."""
 
     @property
     def remaining(self) -> int:

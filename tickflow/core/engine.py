@@ -12,17 +12,16 @@ bench/bench_engine.py can see. Rarer paths (rejections, FOK, amend, queries) use
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections import defaultdict
 from typing import Any, Iterable, Iterator
 
 import msgspec
 
 from tickflow.core.book import NO_LIMIT, Book, BookSide, Level, Order
-from tickflow.core.orders import NO_FILLS, rejection, same_order, state_of, unfilled_reason
+from tickflow.core.orders import NO_FILLS, plan_quote, quote_problem, rejection, same_order, state_of, unfilled_reason
 from tickflow.core.types import (
     MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, Fill, LevelChange, MakerFill, NewOrder,
-    OrderState, Outcome, Reason, Status, Trade
+    OrderState, Outcome, Quote, Reason, Status, Trade
 )
 
 # Shared by every outcome without trades, level changes or updates: the engine never changes a list it
@@ -200,6 +199,8 @@ class Engine:
             return self._amend(seq, ts, command)  # type: ignore[arg-type]
         if kind is CancelAll:
             return self._cancel_all(seq, ts, command)  # type: ignore[arg-type]
+        if kind is Quote:
+            return self._quote(seq, ts, command)  # type: ignore[arg-type]
         if isinstance(command, AddSymbol):
             if command.symbol in self.books:
                 return Outcome(seq, None, Reason.SYMBOL_EXISTS, _EMPTY, _EMPTY, _EMPTY)
@@ -218,28 +219,6 @@ class Engine:
         if same_order(result, command):
             return Outcome(result.seq, result, None, _EMPTY, _EMPTY, _EMPTY, replayed=True)
         return Outcome(result.seq, result, Reason.DUPLICATE_MISMATCH, _EMPTY, _EMPTY, _EMPTY, replayed=True)
-
-    def certain_refusal(self, command: Cancel | Amend, durable_seq: int, in_flight: int = 0) -> Outcome | None:
-        """The refusal of a cancel or amend that no command still in flight could change, or None.
-
-        Ids are handed out in order and a closed order never reopens, so a cancel or amend of an id
-        already given out to another account, or of an order no longer open, is refused however the
-        commands ahead of it turn out, once that order's last change (up to `durable_seq`) is
-        durable; so is an id that not even the `in_flight` commands still to be applied could be
-        given. The sequencer answers those without a log record; seq 0 says none was written."""
-        order_id = command.order_id
-        if order_id <= 0 or order_id >= len(self.orders) + in_flight:
-            return Outcome(0, None, Reason.UNKNOWN_ORDER, _EMPTY, _EMPTY, _EMPTY)
-        if order_id >= len(self.orders):
-            return None  # an id the orders in flight may still be given
-        order = self.orders[order_id]
-        if order is None or order.seq > durable_seq:
-            return None
-        if order.account != command.account:
-            return Outcome(0, None, Reason.UNKNOWN_ORDER, _EMPTY, _EMPTY, _EMPTY)
-        if not order.live:
-            return Outcome(0, state_of(order), Reason.NOT_OPEN, _EMPTY, _EMPTY, _EMPTY)
-        return None
 
     def _unfilled(
         self, seq: int, ts: int, cmd: NewOrder, order_id: int, status: Status, reason: str
@@ -353,6 +332,49 @@ class Engine:
             changes.append(book.change(new_level))
         book.seq = seq
         return Outcome(seq, state_of(moved, fills), None, trades, changes, updates)
+
+    def _quote(self, seq: int, ts: int, cmd: Quote) -> Outcome:
+        """Replace the account's quote orders in the symbol by the quote's levels (core/orders.plan_quote)."""
+        book = self.books.get(cmd.symbol)
+        error = Reason.UNKNOWN_SYMBOL if book is None else quote_problem(cmd)
+        if error is not None or book is None:
+            return Outcome(seq, None, error, _EMPTY, _EMPTY, _EMPTY)
+        account = self.accounts.setdefault(cmd.account, cmd.account)
+        open_ = self.open_orders.get(account)
+        standing = sorted((o for o in open_.values() if o.quote and o.symbol == book.symbol),
+                          key=_by_id) if open_ else []
+        cancel, keep, place = plan_quote(standing, cmd)
+        quoted: list[OrderState] = []
+        levels: dict[tuple[str, int], LevelChange] = {}
+        for order in cancel:
+            level = book.unrest(order)
+            self._close(order, "cancelled", Reason.QUOTE_REPLACED, seq, ts)
+            levels[(order.side, order.price)] = book.change(level)
+            quoted.append(state_of(order))
+        for order, show in keep:
+            if show < order.qty - order.filled:
+                level = book.side(order.side).levels[order.price]
+                level.qty -= order.qty - order.filled - show
+                order.qty = order.filled + show
+                order.seq, order.ts = seq, ts
+                levels[(order.side, order.price)] = book.change(level)
+            quoted.append(state_of(order))
+        if levels:
+            book.seq = seq
+        trades: list[Trade] = []
+        changed: list[OrderState | MakerFill] = []
+        for side, price, qty in place:
+            order_id = len(self.orders)
+            placed = self.apply(seq, ts, NewOrder(account, book.symbol, side, "limit", price, qty))
+            self.orders[order_id].quote = True  # type: ignore[union-attr]
+            if placed.result is not None:  # None while replaying quietly
+                quoted.append(placed.result)
+                trades.extend(placed.trades)
+                changed.extend(placed.changed)
+                levels.update(((c.side, c.price), c) for c in placed.book)
+        if self.quiet:
+            return QUIET
+        return Outcome(seq, None, None, trades, list(levels.values()), changed, quoted=quoted)
 
     # ------------------------------------------------------------------ matching
 
@@ -489,26 +511,6 @@ class Engine:
         """(bids, asks), best first."""
         book = self.books[symbol]
         return book.bids.sorted_levels(depth), book.asks.sorted_levels(depth)
-
-    def state_hash(self) -> str:
-        """A digest of everything replay must reproduce: books in queue order, orders, each account's
-        open orders, the idempotency table, counters and the last stamps."""
-        h = hashlib.blake2b(digest_size=16)
-        enc = msgspec.msgpack.Encoder()
-        h.update(enc.encode([self.next_order_id, self.next_trade_id, self.last_seq, self.last_ts, sorted(self.books)]))
-        for symbol in sorted(self.books):
-            book = self.books[symbol]
-            for side in (book.bids, book.asks):
-                for level in side.sorted_levels():
-                    h.update(enc.encode([level.price, level.qty, level.count,
-                                         [o.order_id for o in level.live_orders()]]))
-        for order in self.orders[1:]:
-            h.update(enc.encode(order))
-        for account in sorted(a for a, open_ in self.open_orders.items() if open_):
-            h.update(enc.encode([account, sorted(self.open_orders[account])]))
-        for key in sorted(self.idempotency):
-            h.update(enc.encode([key, self.idempotency[key]]))
-        return h.hexdigest()
 
 
 def _by_id(order: Order) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tickflow.core.book import Book, Order
-from tickflow.core.types import MAX_PRICE, MAX_QTY, Fill, NewOrder, OrderState, Reason
+from tickflow.core.types import MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, Fill, NewOrder, OrderState, Quote, Reason, Side
 
 NO_FILLS: list[Any] = []
 """The one empty list that results without fills share; nothing may append to it."""
@@ -60,3 +60,47 @@ def rejection(cmd: NewOrder, book: Book | None) -> str:
     elif cmd.price != 0:
         return Reason.BAD_PRICE
     return Reason.BAD_ORDER
+
+
+def quote_problem(cmd: Quote) -> str | None:
+    """Why a mass quote breaks the rules on its terms (a Reason), or None."""
+    for levels in (cmd.bids, cmd.asks):
+        if len(levels) > MAX_QUOTE_LEVELS:
+            return Reason.TOO_MANY_LEVELS
+        for price, qty in levels:
+            if not 0 < price <= MAX_PRICE:
+                return Reason.BAD_PRICE
+            if not 0 < qty <= MAX_QTY:
+                return Reason.BAD_QTY
+        if len({price for price, _ in levels}) != len(levels):
+            return Reason.REPEATED_PRICE
+    if cmd.bids and cmd.asks and max(p for p, _ in cmd.bids) >= min(p for p, _ in cmd.asks):
+        return Reason.CROSSED_QUOTE
+    return None
+
+
+QuotePlan = tuple[list[Order], list[tuple[Order, int]], list[tuple[Side, int, int]]]
+"""(orders to cancel, orders kept with their open quantity to show, levels to place as side, price, qty)."""
+
+
+def plan_quote(standing: list[Order], cmd: Quote) -> QuotePlan:
+    """What a mass quote does to the account's quote orders in its symbol (`standing`, oldest first).
+
+    An order whose price is quoted again with no more than its open quantity keeps its place (cut to
+    the new quantity, as an amend would); every other one is cancelled, and every level not kept is
+    placed, bids then asks, best price first."""
+    wanted: dict[tuple[Side, int], int] = {("buy", p): q for p, q in cmd.bids}
+    wanted.update((("sell", p), q) for p, q in cmd.asks)
+    cancel: list[Order] = []
+    keep: list[tuple[Order, int]] = []
+    for order in standing:
+        key = (order.side, order.price)
+        qty = wanted.get(key)
+        if qty is not None and qty <= order.qty - order.filled:
+            del wanted[key]  # a second order at the same price is not kept
+            keep.append((order, qty))
+        else:
+            cancel.append(order)
+    place = [(side, price, qty) for (side, price), qty in wanted.items()]
+    place.sort(key=lambda level: (level[0] == "sell", -level[1] if level[0] == "buy" else level[1]))
+    return cancel, keep, place

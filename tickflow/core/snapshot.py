@@ -2,11 +2,13 @@
 
 `capture` reads an engine between two commands; `restore` builds one that answers every later command
 exactly as the captured one would (the same books in time priority, orders, ids, idempotency table
-and stamps: `Engine.state_hash` is the same). The store writes this to a snapshot file
+and stamps: `state_hash` is the same). The store writes this to a snapshot file
 (store/snapshots.py); nothing here touches a file.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import msgspec
 
@@ -101,3 +103,25 @@ def _live_order(orders: list[Order | None], order_id: int, symbol: str, side: st
     if order is None or not order.live or order.symbol != symbol or order.side != side or order.price != price:
         raise BadState(f"order {order_id} cannot rest at {symbol} {side} {price}")
     return order
+
+
+def state_hash(engine: Engine) -> str:
+    """A digest of everything in `engine` that replay must reproduce: books in queue order, orders, each
+    account's open orders, the idempotency table, counters and the last stamps."""
+    h = hashlib.blake2b(digest_size=16)
+    enc = msgspec.msgpack.Encoder()
+    h.update(enc.encode([engine.next_order_id, engine.next_trade_id, engine.last_seq, engine.last_ts,
+                         sorted(engine.books)]))
+    for symbol in sorted(engine.books):
+        book = engine.books[symbol]
+        for side in (book.bids, book.asks):
+            for level in side.sorted_levels():
+                h.update(enc.encode([level.price, level.qty, level.count,
+                                     [o.order_id for o in level.live_orders()]]))
+    for order in engine.orders[1:]:
+        h.update(enc.encode(order))
+    for account in sorted(a for a, open_ in engine.open_orders.items() if open_):
+        h.update(enc.encode([account, sorted(engine.open_orders[account])]))
+    for key in sorted(engine.idempotency):
+        h.update(enc.encode([key, engine.idempotency[key]]))
+    return h.hexdigest()

@@ -23,6 +23,8 @@ MAX_PRICE: Final = 1_000_000_000
 MAX_QTY: Final = 1_000_000_000
 """Largest quantity a single order may carry."""
 MAX_CLIENT_ORDER_ID: Final = 64
+MAX_QUOTE_LEVELS: Final = 64
+"""The most levels one side of a mass quote may carry."""
 
 
 class Reason:
@@ -44,6 +46,10 @@ class Reason:
     DUPLICATE_MISMATCH: Final = "duplicate_client_order_id"
     USER_CANCEL: Final = "cancelled_by_user"
     SYMBOL_EXISTS: Final = "symbol_exists"
+    QUOTE_REPLACED: Final = "replaced_by_quote"
+    REPEATED_PRICE: Final = "repeated_price"
+    CROSSED_QUOTE: Final = "crossed_quote"
+    TOO_MANY_LEVELS: Final = "too_many_levels"
 
 
 # ---------------------------------------------------------------- commands (what the log holds)
@@ -99,7 +105,19 @@ class AddSymbol(msgspec.Struct, tag_field="kind", tag="s", array_like=True, forb
     symbol: str
 
 
-Command = NewOrder | Cancel | Amend | CancelAll | AddSymbol
+class Quote(msgspec.Struct, tag_field="kind", tag="q", array_like=True, forbid_unknown_fields=True,
+            frozen=True, gc=False):
+    """Replace the account's quote in `symbol`: its quote orders there become these levels, each
+    (price, the open quantity to show), bids and asks. One record, so nothing trades between the
+    first change and the last."""
+
+    account: str
+    symbol: str
+    bids: list[tuple[int, int]]
+    asks: list[tuple[int, int]]
+
+
+Command = NewOrder | Cancel | Amend | CancelAll | AddSymbol | Quote
 
 
 class Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, frozen=True, gc=False):
@@ -226,6 +244,8 @@ class Outcome(msgspec.Struct, gc=False):
     """Resting orders the command changed, as the engine noted them: read them through `updates`."""
     replayed: bool = False
     """True when the command was an idempotent retry answered with the original result."""
+    quoted: list[OrderState] | None = None
+    """A mass quote's own orders: those it cancelled (by id), kept or reduced, then placed."""
 
     @property
     def updates(self) -> list[OrderState]:

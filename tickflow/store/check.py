@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tickflow.core.engine import Engine
-from tickflow.core.snapshot import BadState, restore
+from tickflow.core.snapshot import BadState, restore, state_hash
 from tickflow.store import snapshots
 from tickflow.store.datadir import LOCK_FILE, WAL_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
 from tickflow.store.recovery import Recovery, recover
@@ -134,9 +134,9 @@ def _check_snapshot(snapshot_path: Path, path: str, data: bytes, full_hash: str)
         after = recover(wal, engine)
     except CorruptLog as e:
         return f"snapshot {snapshot_path.name}: refused: the log after it does not follow it: {e}", True
-    same = engine.state_hash() == full_hash
+    same = state_hash(engine) == full_hash
     verdict = "ok: it and the log after it give the same state" if same else \
-        "DIFFERS from the whole log's state (state hash " + engine.state_hash() + ")"
+        "DIFFERS from the whole log's state (state hash " + state_hash(engine) + ")"
     return (f"snapshot {snapshot_path.name}: seq {snapshot.seq}, {len(snapshot_path.read_bytes()):,} bytes, "
             f"{after.records} records after it; {verdict}"), not same
 
@@ -168,7 +168,7 @@ def _main(argv: list[str]) -> int:
     print(f"symbols: {', '.join(sorted(engine.books)) or '-'}")
     print(f"orders: {engine.next_order_id - 1}, trades: {engine.next_trade_id - 1}, "
           f"open: {sum(len(v) for v in engine.open_orders.values())}")
-    full_hash = engine.state_hash()
+    full_hash = state_hash(engine)
     print(f"state hash: {full_hash}")
     refused = False
     for snapshot_path in snapshots.on_disk(Path(args.data)):

@@ -1,12 +1,13 @@
-"""A cancel-all whose answer is certain when it is submitted: nothing to cancel. The sequencer answers it
-without a log record, as it does a cancel or amend certain to be refused (Engine.certain_refusal)."""
+"""Commands whose answer is certain when they are submitted: a cancel or amend certain to be refused, and a
+cancel-all with nothing to cancel. The sequencer answers them without a log record."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import CancelAll, Command, NewOrder, Outcome
+from tickflow.core.orders import state_of
+from tickflow.core.types import Amend, Cancel, CancelAll, Command, NewOrder, Outcome, Reason
 
 
 def nothing_to_cancel(engine: Engine, command: CancelAll, queued: Iterable[Command]) -> Outcome | None:
@@ -28,3 +29,26 @@ def nothing_to_cancel(engine: Engine, command: CancelAll, queued: Iterable[Comma
     if any(type(c) is NewOrder and c.account == account for c in queued):
         return None
     return Outcome(engine.last_seq, None, None, [], [], [])
+
+
+def certain_refusal(engine: Engine, command: Cancel | Amend, durable_seq: int, in_flight: int = 0) -> Outcome | None:
+    """The refusal of a cancel or amend that no command still in flight could change, or None.
+
+    Ids are handed out in order and a closed order never reopens, so a cancel or amend of an id
+    already given out to another account, or of an order no longer open, is refused however the
+    commands ahead of it turn out, once that order's last change (up to `durable_seq`) is
+    durable; so is an id that not even the `in_flight` commands still to be applied could be
+    given. The sequencer answers those without a log record; seq 0 says none was written."""
+    order_id = command.order_id
+    if order_id <= 0 or order_id >= len(engine.orders) + in_flight:
+        return Outcome(0, None, Reason.UNKNOWN_ORDER, [], [], [])
+    if order_id >= len(engine.orders):
+        return None  # an id the orders in flight may still be given
+    order = engine.orders[order_id]
+    if order is None or order.seq > durable_seq:
+        return None
+    if order.account != command.account:
+        return Outcome(0, None, Reason.UNKNOWN_ORDER, [], [], [])
+    if not order.live:
+        return Outcome(0, state_of(order), Reason.NOT_OPEN, [], [], [])
+    return None

@@ -25,7 +25,7 @@ from typing import Callable
 
 from tickflow.core.engine import Engine
 from tickflow.core.types import Amend, Cancel, CancelAll, Command, NewOrder, Outcome, Reason, Record
-from tickflow.net.exchange.certain import nothing_to_cancel
+from tickflow.net.exchange.certain import certain_refusal, nothing_to_cancel
 from tickflow.net.exchange.stats import Stats
 from tickflow.store.log.codec import decode_record, decode_records, encode_record
 from tickflow.store.log.syncer import NoSyncer, Syncer, default_syncer
@@ -213,7 +213,7 @@ class Sequencer:
         elif type(command) is Cancel or type(command) is Amend:
             # Commands queued or waiting for room are applied first: they may still be given ids.
             in_flight = len(self._items) + len(self._room) + self._admitted
-            refused = self.engine.certain_refusal(command, self._durable_seq(), in_flight)
+            refused = certain_refusal(self.engine, command, self._durable_seq(), in_flight)
             if refused is not None:
                 return refused
         elif type(command) is CancelAll and not (self._unacked or self._room or self._admitted):

@@ -64,7 +64,8 @@ async def test_simulated_market_quotes_trades_and_cancels(server: ServerProcess)
     stop.set()
     stats = await run
     assert stats.sent > 200 and stats.errors == 0
-    assert stats.by_kind.get("quote", 0) > 0 and stats.by_kind.get("cancel", 0) > 0
+    # Makers only quote (a mass quote replaces the last one: no cancels of their own); takers take.
+    assert stats.by_kind.get("quote", 0) > 0 and set(stats.by_kind) <= {"quote", "take", "market"}
     assert stats.filled_qty > 0
     # The makers signed in with cancel on disconnect: their quotes leave with them.
     makers = [f"live-mm{i}" for i in (1, 2, 3)]
@@ -77,6 +78,37 @@ async def test_simulated_market_quotes_trades_and_cancels(server: ServerProcess)
     async with Client(server.url) as http:
         stored = await http.trades("ACME", limit=1000)  # a read waits for the trade store to hold the acks' trades
         assert stored and {t.aggressor for t in stored} <= {"buy", "sell"}
+
+
+async def test_makers_mass_quotes_rest_and_are_traded_against(server: ServerProcess) -> None:
+    """A maker's open orders are always one quote's ladder (each re-quote replaces the last, in one
+    command): at most `levels` a side, one per price, bids below asks. Takers trade against them."""
+    stop = asyncio.Event()
+    run = asyncio.create_task(simulate(server.url, ["ACME"], rate=200, makers=2, takers=2, stop=stop, seed=11,
+                                       quiet=True, prefix="mq"))
+    seen: dict[str, object] = {}
+
+    async def quoted_and_hit() -> bool:
+        if run.done():
+            return True  # (it failed: awaiting it below says why)
+        async with Client(server.url, "mq-mm1") as maker, Client(server.url, "mq-taker1") as taker:
+            resting = await maker.open_orders("ACME")
+            made = [f for f in await maker.fills("ACME", limit=1000) if f.liquidity == "maker"]
+            taken = [f for f in await taker.fills("ACME", limit=1000) if f.liquidity == "taker"]
+        bids = [o.price for o in resting if o.side == "buy"]
+        asks = [o.price for o in resting if o.side == "sell"]
+        seen.update(bids=bids, asks=asks, made=len(made), taken=len(taken))
+        for side in (bids, asks):
+            assert len(side) <= MarketMaker.levels and len(set(side)) == len(side), seen
+        assert not bids or not asks or max(p or 0 for p in bids) < min(p or 0 for p in asks), seen
+        return len(bids) >= 2 and len(asks) >= 2 and bool(made) and bool(taken)
+
+    await until(quoted_and_hit, timeout=60, interval=0.05,
+                message=lambda: f"the makers' quotes resting and traded against (last seen {seen})")
+    stop.set()
+    stats = await run
+    assert stats.errors == 0 and stats.by_kind.get("quote", 0) > 0
+    assert stats.by_kind.get("take", 0) + stats.by_kind.get("market", 0) > 0
 
 
 async def test_keep_quotes_leaves_the_makers_quotes_on_the_book(server: ServerProcess) -> None:

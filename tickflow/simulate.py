@@ -1,12 +1,13 @@
 """`tickflow simulate`: a lively market against a running server, for demos and soak tests.
 
-Market makers quote both sides around a mid price that drifts (a random walk pulled back towards where
-it started), cancel quotes the mid has left behind, and refill; takers cross the spread with IOC and
-market orders. Every simulated trader is a WebSocket order-entry client of `tickflow.net.client`, so the
-simulation exercises exactly what real clients use, reconnects included. Makers sign in with cancel on
-disconnect, as a real one would: when the simulator stops (or dies, or loses its connection) the server
-takes their quotes off the book (`--keep-quotes` leaves them). Runs until interrupted, or for
-`--duration` seconds.
+Market makers quote a ladder of levels on both sides of a mid price that drifts (a random walk pulled
+back towards where it started), each re-quote ONE mass quote that replaces the maker's whole quote in a
+symbol (levels whose price and size stay keep their place in the queue; the others move); takers cross
+the spread with IOC and market orders. Every simulated trader is a WebSocket order-entry client of
+`tickflow.net.client`, so the simulation exercises exactly what real clients use, reconnects included.
+Makers sign in with cancel on disconnect, as a real one would: when the simulator stops (or dies, or
+loses its connection) the server takes their quotes off the book (`--keep-quotes` leaves them). Runs
+until interrupted, or for `--duration` seconds.
 
     tickflow simulate --url http://127.0.0.1:8080 --rate 50 --symbols ACME,BETA
 """
@@ -22,8 +23,10 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypeVar
 
 from tickflow.net.wire.args import positive_number, server_url
 from tickflow.net.client import (
@@ -34,6 +37,7 @@ from tickflow.net.client import (
     NotConnected,
     Order,
     ProtocolError,
+    Quote,
     Session,
     SymbolInfo,
     TickflowError,
@@ -43,6 +47,7 @@ from tickflow.net.wire.tokens import TokensError, read_tokens
 PREFIX = re.compile(r"\A[A-Za-z0-9._:@-]{1,50}\Z")
 """Account names are `PREFIX-mmN` / `PREFIX-takerN`; the server takes 1-64 of these characters as a name."""
 CONNECT_TIMEOUT = 5.0
+T = TypeVar("T", Order, Quote)
 
 
 class SimulateError(Exception):
@@ -127,10 +132,10 @@ class Trader:
         """Its open orders, as its session keeps them (a late answer never reopens a filled quote)."""
         return self.session.orders
 
-    async def call(self, kind: str, coro: object) -> Order | None:
+    async def call(self, kind: str, coro: Awaitable[T]) -> T | None:
         self.stats.count(kind)
         try:
-            order = await coro  # type: ignore[misc]
+            answer = await coro
         except asyncio.CancelledError:
             self.stats.unanswered += 1  # the run ended while it was on the wire
             raise
@@ -151,37 +156,45 @@ class Trader:
             self.stats.fail(f"{type(e).__name__}: {e}".rstrip(": "))
             return None
         self.stats.ok += 1
-        self.stats.filled_qty += sum(f.qty for f in order.fills)
-        return order
+        orders = answer.orders if isinstance(answer, Quote) else [answer]
+        self.stats.filled_qty += sum(f.qty for order in orders for f in order.fills)
+        return answer
 
     async def act(self) -> None:
         raise NotImplementedError
 
 
 class MarketMaker(Trader):
-    levels = 12
-    max_open = 30
+    """Quotes `levels` prices a side, one tick apart, around its symbol's fair mid; every act re-quotes one
+    symbol with a mass quote. Sizes mostly stay from one quote to the next (those levels keep their
+    place in the queue); one level a side is re-drawn each time, and a mid that moved moves the ladder."""
+
+    levels = 5
+    sizes_drawn = (1, 2, 5, 10, 10, 20, 25, 50)
+
+    @cached_property
+    def sizes(self) -> dict[str, dict[str, list[int]]]:
+        """Per symbol, the size of each level of each side, best first."""
+        return {}
+
+    def ladder(self, symbol: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The next quote of `symbol`: bids below the mid and asks above it, best first."""
+        sizes = self.sizes.get(symbol)
+        if sizes is None:
+            sizes = self.sizes[symbol] = {side: [self.rng.choice(self.sizes_drawn) for _ in range(self.levels)]
+                                          for side in ("buy", "sell")}
+        else:
+            for side in ("buy", "sell"):
+                sizes[side][self.rng.randrange(self.levels)] = self.rng.choice(self.sizes_drawn)
+        mid = self.fair[symbol].mid  # at least 10: every bid is above 0
+        bids = [(mid - 1 - i, qty) for i, qty in enumerate(sizes["buy"])]
+        asks = [(mid + 1 + i, qty) for i, qty in enumerate(sizes["sell"])]
+        return bids, asks
 
     async def act(self) -> None:
         symbol = self.rng.choice(self.symbols)
-        mid = self.fair[symbol].mid
-        mine = [o for o in self.open.values() if o.symbol == symbol]
-        # Quotes the mid has left behind (or too many) go first.
-        stale = [o for o in mine if o.price is not None and abs(o.price - mid) > self.levels + 2]
-        if stale or len(mine) >= self.max_open:
-            victim = stale[0] if stale else self.rng.choice(mine)
-            await self.call("cancel", self.session.cancel_order(victim.order_id))
-            return
-        if mine and self.rng.random() < 0.1:
-            victim = self.rng.choice(mine)
-            if victim.qty - victim.filled_qty > 1:  # shrink a quote: keeps its queue place
-                await self.call("amend", self.session.amend_order(victim.order_id, qty=victim.qty - 1))
-                return
-        side = self.rng.choice(("buy", "sell"))
-        offset = 1 + min(self.levels - 1, int(self.rng.expovariate(0.3)))
-        price = mid - offset if side == "buy" else mid + offset
-        qty = self.rng.choice((1, 2, 5, 10, 10, 20, 25, 50))
-        await self.call("quote", self.session.place_order(symbol, side, qty, max(1, price)))  # type: ignore[arg-type]
+        bids, asks = self.ladder(symbol)
+        await self.call("quote", self.session.quote(symbol, bids, asks))
 
 
 class Taker(Trader):
@@ -366,7 +379,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tickflow simulate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", type=server_url, default="http://127.0.0.1:8080",
                         help="the server, http(s)://host[:port] (default %(default)s)")
-    parser.add_argument("--rate", type=positive_number, default=20.0, help="orders per second, all traders together")
+    parser.add_argument("--rate", type=positive_number, default=20.0,
+                        help="calls per second, all traders together (a maker's mass quote is one)")
     parser.add_argument("--symbols", default="ACME", help="comma-separated symbols (default %(default)s)")
     parser.add_argument("--makers", type=_count, default=3, help="market-maker accounts (default %(default)s)")
     parser.add_argument("--takers", type=_count, default=2, help="taker accounts (default %(default)s)")

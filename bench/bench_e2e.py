@@ -1,10 +1,17 @@
 """End to end: 64 concurrent clients placing orders against a real `tickflow serve`, per durability mode.
 
-    .venv/bin/python bench/bench_e2e.py                 # HTTP and WebSocket, none/group/order, and the bare endpoint
+    .venv/bin/python bench/bench_e2e.py                 # every row below, none/group/order, and the bare endpoint
     .venv/bin/python bench/bench_e2e.py --json          # one JSON object on stdout (progress on stderr)
+    .venv/bin/python bench/bench_e2e.py --transports ws,wsbatch,quote --modes none,group   # some rows
 
 Each client keeps one order in flight on its own keep-alive connection (HTTP) or WebSocket, and times
-each round trip. The load generator is a separate process with minimal raw HTTP and WebSocket clients
+each round trip. Batched rows (`wsbatch`, issue 28): 16 WebSockets each keep one batch of 64 ops in
+flight (the same mix: 90% orders, 10% cancels of the connection's earlier orders), timing each batch's
+answer; a batched round places 4x the orders of a single-order round. The quoting row (`quote`, group
+commit): 8 makers each re-quote 10 levels a side (one mass quote) as soon as the last is answered,
+while 8 takers send IOC orders against them, one in flight each. Beside them, the in-process sequencer
+with `none` at 256 submitters (bench_commit.py, run first, before the servers start), for the bar
+"batched WebSocket with group commit at least 0.5x of it". The load generator is a separate process with minimal raw HTTP and WebSocket clients
 (no aiohttp on the client side), so the server, not the client, is what is measured. The same run
 measures a bare aiohttp endpoint that parses the same JSON with the same validation and answers
 without touching the engine, the log or the feed, so the ratio shows what the exchange adds.
@@ -35,6 +42,19 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 BARE_SERVER = ROOT / "bench" / "bare_server.py"
 CLIENTS = 64
+BATCH_CLIENTS = 16
+"""WebSockets of the batched rows, each with one batch in flight."""
+BATCH_SIZE = 64
+"""Ops per batch."""
+BATCH_WORK = 4
+"""A batched round places this many times the orders of a single-order round (it is that much faster)."""
+QUOTE_MAKERS = 8
+QUOTE_LEVELS = 10
+"""Levels a side of each mass quote."""
+QUOTE_TAKERS = 8
+INPROCESS = [sys.executable, str(ROOT / "bench" / "bench_commit.py"), "--json", "--submitters", "256",
+             "--commands", "100000", "--order-commands", "20", "--rounds", "2"]
+"""The in-process reference: the sequencer and log alone, 256 submitters (its `none` row is the one used)."""
 
 
 # ------------------------------------------------------------------ the orders
@@ -101,6 +121,7 @@ class RawWs:
 
     def send(self, payload: bytes) -> None:
         n = len(payload)
+        assert n < 65536, n  # (the server takes at most 64 KiB a message)
         head = bytes([0x81, 0x80 | n]) if n < 126 else bytes([0x81, 0xFE]) + struct.pack("!H", n)
         # Masking is required of clients; a zero mask keeps the payload as is and costs nothing.
         self.writer.write(head + b"\0\0\0\0" + payload)
@@ -174,15 +195,126 @@ async def _ws_client(port: int, client: int, n: int, seed: int, lat: list[int]) 
     return done
 
 
+async def _ws_batch_client(port: int, client: int, batches: int, seed: int, lat: list[int]) -> int:
+    """One WebSocket with one batch of BATCH_SIZE ops in flight, `batches` times; returns the ops answered."""
+    ws = await RawWs.connect(port, f"/ws?token=wb{client}&updates=false")
+    await ws.receive()  # the auth answer
+    rnd = random.Random(client)
+    placed: list[int] = []
+    bodies = iter(client_orders(client, batches * BATCH_SIZE, seed))
+    done = 0
+    for b in range(batches):
+        started = time.perf_counter_ns()
+        ops: list[dict[str, Any]] = []
+        for _ in range(BATCH_SIZE):
+            victim = _cancel_or_none(rnd, placed)
+            ops.append({"op": "cancel", "orderId": victim} if victim is not None else {"op": "order", **next(bodies)})
+        ws.send(msgspec.json.encode({"op": "batch", "id": b, "ops": ops}))
+        answer = msgspec.json.decode(await ws.receive())
+        lat.append(time.perf_counter_ns() - started)
+        results = answer.get("results")
+        if answer.get("type") != "results" or len(results) != len(ops):
+            raise RuntimeError(f"batch refused: {str(answer)[:300]}")
+        for op, result in zip(ops, results):
+            if result["status"] not in (200, 409):
+                raise RuntimeError(f"batch op {op} answered {result}")
+            if op["op"] == "order":
+                placed.append(result["body"]["orderId"])
+        done += len(ops)
+    ws.writer.close()
+    return done
+
+
+def quote_ladder(rnd: random.Random, sizes: dict[str, list[int]]) -> tuple[list[list[int]], list[list[int]]]:
+    """A maker's next quote: its mid moves by up to a tick around 10,000 (so that most levels keep their
+    price or move one tick) and two sizes a side are drawn again. Bids end 3 ticks below the mid and asks
+    3 above, so makers at mids 2 ticks apart never cross each other: only the takers trade with them."""
+    mid = 10_000 + rnd.randint(-1, 1)
+    for side in sizes.values():
+        for _ in range(2):
+            side[rnd.randrange(QUOTE_LEVELS)] = rnd.randint(1, 50)
+    return ([[mid - 3 - i, q] for i, q in enumerate(sizes["buy"])],
+            [[mid + 3 + i, q] for i, q in enumerate(sizes["sell"])])
+
+
+async def _quote_maker(port: int, maker: int, quotes: int, seed: int, lat: list[int]) -> int:
+    """Re-quote QUOTE_LEVELS a side `quotes` times, each as soon as the last is answered."""
+    ws = await RawWs.connect(port, f"/ws?token=qm{maker}&updates=false")
+    await ws.receive()
+    rnd = random.Random(seed * 1000 + maker)
+    sizes = {side: [rnd.randint(1, 50) for _ in range(QUOTE_LEVELS)] for side in ("buy", "sell")}
+    for q in range(quotes):
+        started = time.perf_counter_ns()
+        bids, asks = quote_ladder(rnd, sizes)
+        ws.send(msgspec.json.encode({"op": "quote", "id": q, "symbol": "ACME", "bids": bids, "asks": asks}))
+        answer = msgspec.json.decode(await ws.receive())
+        lat.append(time.perf_counter_ns() - started)
+        if answer.get("status") != 200:
+            raise RuntimeError(f"quote answered {str(answer)[:300]}")
+    ws.writer.close()
+    return quotes
+
+
+async def _quote_taker(port: int, taker: int, seed: int, stop: asyncio.Event, lat: list[int]) -> tuple[int, int]:
+    """IOC orders across the makers' levels, one in flight, until `stop`; returns (orders, quantity filled)."""
+    ws = await RawWs.connect(port, f"/ws?token=qt{taker}&updates=false")
+    await ws.receive()
+    rnd = random.Random(seed * 1000 + 500 + taker)
+    sent = filled = 0
+    while not stop.is_set():
+        side = "buy" if rnd.random() < 0.5 else "sell"
+        price = 10_000 + (8 if side == "buy" else -8)  # takes the best 5 levels or so, whatever rests there
+        started = time.perf_counter_ns()
+        ws.send(msgspec.json.encode({"op": "order", "id": sent, "symbol": "ACME", "side": side, "price": price,
+                                     "qty": rnd.randint(1, 20), "tif": "ioc"}))
+        answer = msgspec.json.decode(await ws.receive())
+        lat.append(time.perf_counter_ns() - started)
+        if answer.get("status") != 200:
+            raise RuntimeError(f"taker order answered {str(answer)[:300]}")
+        filled += answer["body"]["filledQty"]
+        sent += 1
+    ws.writer.close()
+    return sent, filled
+
+
+async def _quote_load(port: int, quotes: int, seed: int) -> dict[str, Any]:
+    """The quoting row: makers re-quote `quotes` times each while takers trade against them."""
+    lat: list[int] = []
+    taker_lat: list[int] = []
+    stop = asyncio.Event()
+    started = time.perf_counter()
+    takers = [asyncio.create_task(_quote_taker(port, t, seed, stop, taker_lat)) for t in range(QUOTE_TAKERS)]
+    try:
+        counts = await asyncio.gather(*(_quote_maker(port, m, quotes, seed, lat) for m in range(QUOTE_MAKERS)))
+    finally:
+        stop.set()
+    seconds = time.perf_counter() - started
+    taken = await asyncio.gather(*takers)
+    row = summarize(sum(counts) * 2 * QUOTE_LEVELS, seconds, lat)
+    row.update(quotes=sum(counts), quotes_per_s=round(sum(counts) / seconds), taker_orders=sum(t[0] for t in taken),
+               taker_filled=sum(t[1] for t in taken), taker_lat_ns=taker_lat, lat_ns=lat)
+    return row
+
+
 async def _load(port: int, transport: str, per_client: int, seed: int, bare: bool = False) -> dict[str, Any]:
+    """One round of `transport`'s load: `per_client` orders for each of the 64 single-order clients, or
+    the same scaled for the batched and quoting rows."""
     lat: list[int] = []
     started = time.perf_counter()
-    if transport == "http":
+    if transport == "quote":
+        return await _quote_load(port, max(2, per_client), seed)
+    if transport == "wsbatch":
+        batches = max(1, round(per_client * CLIENTS * BATCH_WORK / (BATCH_CLIENTS * BATCH_SIZE)))
+        counts = await asyncio.gather(*(_ws_batch_client(port, c, batches, seed, lat) for c in range(BATCH_CLIENTS)))
+    elif transport == "http":
         counts = await asyncio.gather(*(_http_client(port, c, per_client, seed, bare, lat) for c in range(CLIENTS)))
     else:
         counts = await asyncio.gather(*(_ws_client(port, c, per_client, seed, lat) for c in range(CLIENTS)))
     seconds = time.perf_counter() - started
-    return dict(summarize(sum(counts), seconds, lat), lat_ns=lat)
+    row = dict(summarize(sum(counts), seconds, lat), lat_ns=lat)
+    if transport == "wsbatch":
+        row.update(batches=len(lat), batches_per_s=round(len(lat) / seconds))
+    return row
 
 
 def summarize(count: int, seconds: float, lat_ns: list[int]) -> dict[str, Any]:
@@ -233,24 +365,49 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def inprocess_reference() -> dict[str, Any]:
+    """The in-process sequencer and log with `none` at 256 submitters (bench_commit.py's row), measured now."""
+    out = subprocess.run(INPROCESS, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    result = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    none = next(m for m in result["modes"] if m["mode"] == "none")
+    return {"submitters": result["submitters"], "orders_per_s": none["commands_per_s"], "p50_ms": none["p50_ms"],
+            "p99_ms": none["p99_ms"], "p999_ms": none["p999_ms"],
+            "command": " ".join(["python", *INPROCESS[1:]]).replace(str(ROOT) + "/", "")}
+
+
+def pairs(transports: tuple[str, ...], modes: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The (transport, mode) pairs that take turns in the rounds, and those run once after (durability
+    order). The quoting row runs with group commit only; the bare endpoint is HTTP's."""
+    fast = [(t, m) for t in transports for m in modes if m != "order" and (t != "quote" or m == "group")]
+    if "http" in transports:
+        fast.append(("http", "bare"))
+    slow = [(t, "order") for t in transports if "order" in modes and t != "quote"]
+    return fast, slow
+
+
 def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...] = ("none", "group", "order"),
-        transports: tuple[str, ...] = ("http", "ws"), seed: int = 1, rounds: int = 8) -> dict[str, Any]:
+        transports: tuple[str, ...] = ("http", "ws", "wsbatch", "quote"), seed: int = 1, rounds: int = 8,
+        inprocess: bool = True) -> dict[str, Any]:
     """Measure every (transport, mode) pair and the bare endpoint; returns the figures.
 
-    One server per mode (and the bare one) runs throughout. The none and group pairs and the bare
-    endpoint take turns over `rounds` rounds, each measuring `per_client / rounds` orders per client,
-    in a rotated order, so every pair sees the same stretch of this shared machine; a pair's figures
-    are over all its rounds. durability=order runs once, after them."""
-    results: dict[str, Any] = {"clients": CLIENTS, "rounds": rounds, "rows": []}
+    One server per mode (and the bare one) runs throughout. The none and group pairs, the quoting row
+    and the bare endpoint take turns over `rounds` rounds, each measuring `per_client / rounds` orders
+    per client (scaled for batches and quotes), in a rotated order, so every pair sees the same stretch
+    of this shared machine; a pair's figures are over all its rounds. durability=order runs once, after
+    them. With `inprocess` (and batched rows), the in-process reference is measured first."""
+    results: dict[str, Any] = {"clients": CLIENTS, "rounds": rounds, "rows": [],
+                               "batch": {"connections": BATCH_CLIENTS, "ops": BATCH_SIZE},
+                               "quote": {"makers": QUOTE_MAKERS, "levels_a_side": QUOTE_LEVELS, "takers": QUOTE_TAKERS}}
+    if inprocess and "wsbatch" in transports:
+        print(f"in-process reference: {' '.join(INPROCESS)}", file=sys.stderr, flush=True)
+        results["inprocess"] = inprocess_reference()
+    fast, slow = pairs(transports, modes)
     with tempfile.TemporaryDirectory(prefix="tickflow-bench-") as tmp:
         procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
         try:
-            for mode in (*modes, "bare"):
+            for mode in (*modes, *(["bare"] if "http" in transports else [])):
                 procs[mode] = _start(server_command(Path(tmp) / mode, mode), Path(tmp) / f"{mode}.out")
-            fast = [(t, m) for t in transports for m in modes if m != "order"]
-            if "http" in transports:
-                fast.append(("http", "bare"))
-            for transport, mode in fast + [(t, "order") for t in transports if "order" in modes]:
+            for transport, mode in fast + slow:
                 n = order_per_client if mode == "order" else per_client
                 asyncio.run(_load(procs[mode][1], transport, max(2, n // 10), seed + 100, bare=mode == "bare"))
             slices: dict[tuple[str, str], list[dict[str, Any]]] = {pair: [] for pair in fast}
@@ -267,15 +424,14 @@ def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...
                 row.update(transport=transport, mode=mode)
                 results["rows"].append(row)
                 print(_line(row), file=sys.stderr, flush=True)
-            if "order" in modes:
-                for transport in transports:
-                    row = asyncio.run(_load(procs["order"][1], transport, order_per_client, seed))
-                    del row["lat_ns"]
-                    row.update(transport=transport, mode="order")
-                    results["rows"].append(row)
-                    print(_line(row), file=sys.stderr, flush=True)
+            for transport, mode in slow:
+                row = merge([asyncio.run(_load(procs[mode][1], transport, order_per_client, seed))])
+                row.update(transport=transport, mode=mode)
+                results["rows"].append(row)
+                print(_line(row), file=sys.stderr, flush=True)
             results["ratios_by_round"] = [
-                ratios({"rows": [dict(slices[pair][r], transport=pair[0], mode=pair[1]) for pair in fast]})
+                ratios({"rows": [dict(slices[pair][r], transport=pair[0], mode=pair[1]) for pair in fast],
+                        "inprocess": results.get("inprocess")})
                 for r in range(rounds)]
         finally:
             for proc, _ in procs.values():
@@ -285,14 +441,32 @@ def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...
 
 
 def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One row from a pair's rounds: totals over total time, latencies over all of them."""
+    """One row from a pair's rounds: totals over total time, latencies over all of them (and, for the
+    batched and quoting rows, their batches, quotes and takers the same way)."""
     lat = [x for p in parts for x in p.pop("lat_ns")]
-    return summarize(sum(p["orders"] for p in parts), sum(p["seconds"] for p in parts), lat)
+    seconds = sum(p["seconds"] for p in parts)
+    row = summarize(sum(p["orders"] for p in parts), seconds, lat)
+    if "batches" in parts[0]:
+        batches = sum(p["batches"] for p in parts)
+        row.update(batches=batches, batches_per_s=round(batches / seconds))
+    if "quotes" in parts[0]:
+        quotes = sum(p["quotes"] for p in parts)
+        taker_lat = [x for p in parts for x in p.pop("taker_lat_ns")]
+        takers = summarize(sum(p["taker_orders"] for p in parts), seconds, taker_lat)
+        row.update(quotes=quotes, quotes_per_s=round(quotes / seconds), taker_orders=takers["orders"],
+                   taker_orders_per_s=takers["orders_per_s"], taker_p50_ms=takers["p50_ms"],
+                   taker_p99_ms=takers["p99_ms"], taker_filled=sum(p["taker_filled"] for p in parts))
+    return row
 
 
 def _line(row: dict[str, Any]) -> str:
-    return (f"{row['transport']:>4} {row['mode']:>5}: {row['orders_per_s']:>8,} orders/s  p50 {row['p50_ms']:.2f} ms  "
+    what = {"wsbatch": "orders/s in batches", "quote": "quote levels/s"}.get(row["transport"], "orders/s")
+    line = (f"{row['transport']:>7} {row['mode']:>5}: {row['orders_per_s']:>8,} {what}  p50 {row['p50_ms']:.2f} ms  "
             f"p99 {row['p99_ms']:.2f} ms  p99.9 {row['p999_ms']:.2f} ms  ({row['orders']} orders)")
+    if "quotes" in row:
+        line += (f"; {row['quotes_per_s']:,} quotes/s; takers {row['taker_orders_per_s']:,} orders/s, p50 "
+                 f"{row['taker_p50_ms']:.2f} ms, {row['taker_filled']:,} filled")
+    return line
 
 
 def ratios(results: dict[str, Any]) -> dict[str, float]:
@@ -306,6 +480,11 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
         out["http group / bare endpoint"] = by[("http", "group")] / by[("http", "bare")]
     if ("ws", "group") in by and ("http", "group") in by:
         out["ws / http (group)"] = by[("ws", "group")] / by[("http", "group")]
+    if ("wsbatch", "group") in by and ("ws", "group") in by:
+        out["ws batch / ws single (group)"] = by[("wsbatch", "group")] / by[("ws", "group")]
+    inprocess = results.get("inprocess")
+    if ("wsbatch", "group") in by and inprocess:
+        out["ws batch group / in-process none@256"] = by[("wsbatch", "group")] / inprocess["orders_per_s"]
     return out
 
 
@@ -314,12 +493,15 @@ def main() -> None:
     p.add_argument("--per-client", type=int, default=800, help="orders per client (none and group)")
     p.add_argument("--order-per-client", type=int, default=15, help="orders per client in durability=order")
     p.add_argument("--modes", default="none,group,order")
-    p.add_argument("--transports", default="http,ws")
+    p.add_argument("--transports", default="http,ws,wsbatch,quote",
+                   help="of http, ws (single orders), wsbatch (batches of 64), quote (mass quotes)")
+    p.add_argument("--no-inprocess", action="store_true",
+                   help="skip the in-process reference (bench_commit.py, 256 submitters, `none`)")
     p.add_argument("--rounds", type=int, default=8, help="none, group and bare take turns this many times")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args()
     results = run(args.per_client, args.order_per_client, tuple(args.modes.split(",")),
-                  tuple(args.transports.split(",")), rounds=args.rounds)
+                  tuple(args.transports.split(",")), rounds=args.rounds, inprocess=not args.no_inprocess)
     if args.json:
         print(json.dumps(results))
         return

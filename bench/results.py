@@ -139,16 +139,66 @@ def latency_table(r: dict[str, Any]) -> list[str]:
                         f"{_ms(m['p999_ms'])} | {m['survives']} |")
     e2e = r.get("e2e")
     if e2e:
-        survives = {"none": "process crash", "group": "power loss", "order": "power loss", "bare": "nothing"}
-        label = {"none": "no fsync", "group": "group commit", "order": "fsync per order"}
         for row in e2e["rows"]:
+            if row["transport"] in ("wsbatch", "quote"):
+                continue  # in their own table (batch_table)
             if row["mode"] == "bare":
                 path = "Bare aiohttp endpoint, same JSON, no engine (HTTP)"
             else:
-                path = f"End to end, {label[row['mode']]} ({'HTTP' if row['transport'] == 'http' else 'WebSocket'})"
+                path = f"End to end, {MODE_LABEL[row['mode']]} ({'HTTP' if row['transport'] == 'http' else 'WebSocket'})"
             rows.append(f"| {path} | {row['orders_per_s']:,} | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | "
-                        f"{_ms(row['p999_ms'])} | {survives[row['mode']]} |")
+                        f"{_ms(row['p999_ms'])} | {SURVIVES[row['mode']]} |")
     return rows
+
+
+SURVIVES = {"none": "process crash", "group": "power loss", "order": "power loss", "bare": "nothing"}
+MODE_LABEL = {"none": "no fsync", "group": "group commit", "order": "fsync per order"}
+
+
+def batch_table(e2e: dict[str, Any]) -> list[str]:
+    """Batches and mass quotes (issue 28), beside the single-order WebSocket row and the in-process
+    sequencer with `none` at 256 submitters, all from the same run of bench_e2e.py."""
+    rows = [r for r in e2e["rows"] if r["transport"] in ("wsbatch", "quote")]
+    if not rows:
+        return []
+    b, q = e2e.get("batch", {"connections": 16, "ops": 64}), e2e.get("quote", {})
+    out = ["## Batches and mass quotes", "",
+           f"{b['connections']} WebSockets each keep one batch of {b['ops']} ops in flight (the mix above: 90% "
+           "orders, 10% cancels of the connection's earlier orders); p50 and p99 are a batch's answer. "
+           f"Quoting: {q.get('makers', 8)} makers each re-quote {q.get('levels_a_side', 10)} levels a side (one mass "
+           f"quote, one logged command) as soon as the last is answered, while {q.get('takers', 8)} takers send IOC "
+           "orders against them, one in flight each; its orders/s counts the levels quoted (20 a quote), p50 and "
+           "p99 are a quote's answer. Measured in the same run as the rows above, in alternating rounds with them "
+           "(durability=order after).", "",
+           "| Path | Orders/s | Batches/s | p50 | p99 | p99.9 | Survives |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    single = next((r for r in e2e["rows"] if (r["transport"], r["mode"]) == ("ws", "group")), None)
+    if single:
+        out.append(f"| Single orders, group commit (WebSocket, 64 clients) | {single['orders_per_s']:,} | - | "
+                   f"{_ms(single['p50_ms'])} | {_ms(single['p99_ms'])} | {_ms(single['p999_ms'])} | power loss |")
+    ref = e2e.get("inprocess")
+    if ref:
+        out.append(f"| Sequencer + log in-process, no fsync, {ref['submitters']} submitters | {ref['orders_per_s']:,} | "
+                   f"- | {_ms(ref['p50_ms'])} | {_ms(ref['p99_ms'])} | {_ms(ref['p999_ms'])} | process crash |")
+    for row in rows:
+        if row["transport"] == "wsbatch":
+            out.append(f"| Batches of {b['ops']}, {MODE_LABEL[row['mode']]} (WebSocket) | {row['orders_per_s']:,} | "
+                       f"{row.get('batches_per_s', 0):,} | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | "
+                       f"{_ms(row['p999_ms'])} | {SURVIVES[row['mode']]} |")
+        else:
+            out.append(f"| Mass quotes, {MODE_LABEL[row['mode']]} (WebSocket, quote levels) | {row['orders_per_s']:,} | "
+                       f"{row['quotes_per_s']:,} quotes | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | "
+                       f"{_ms(row['p999_ms'])} | {SURVIVES[row['mode']]} |")
+    for row in rows:
+        if row["transport"] == "quote":
+            out += ["", f"The takers meanwhile: {row['taker_orders_per_s']:,} IOC orders/s (p50 "
+                        f"{_ms(row['taker_p50_ms'])}, p99 {_ms(row['taker_p99_ms'])}), {row['taker_filled']:,} "
+                        f"filled in {row['taker_orders']:,} orders."]
+    if ref:
+        out += ["", f"The in-process row: `{ref['command']}` (its `none` row), run by bench_e2e.py just before "
+                    "the servers started. The seed's end-to-end group-commit figure, 20,318 orders/s, was measured "
+                    "on another machine: a reference, not a comparison."]
+    return out
 
 
 def bars_table(b: dict[str, Any]) -> list[str]:
@@ -226,6 +276,14 @@ def checks(r: dict[str, Any]) -> list[str]:
         if "ws / http (group)" in q:
             e2e("ws / http (group)", q["ws / http (group)"] > 1,
                 f"WebSocket order entry vs HTTP: {q['ws / http (group)']:.2f}× (bar: above 1×)")
+        name = "ws batch / ws single (group)"
+        if name in q:
+            e2e(name, q[name] >= 3, f"batched WebSocket vs single-order WebSocket, group commit: {q[name]:.2f}× "
+                                    "(bar: at least 3×)")
+        name = "ws batch group / in-process none@256"
+        if name in q:
+            e2e(name, q[name] >= 0.5, f"batched WebSocket with group commit vs the in-process sequencer with none "
+                                      f"at 256 submitters: {q[name]:.2f}× (bar: at least 0.5×)")
     if "crash" in r:
         for mode, c in r["crash"].items():
             line(c["lost"] == 0 and c["unexpected"] == 0,
@@ -242,7 +300,7 @@ def chart(r: dict[str, Any], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    rows = [x for x in r.get("e2e", {}).get("rows", []) if x["mode"] != "bare"]
+    rows = [x for x in r.get("e2e", {}).get("rows", []) if x["mode"] != "bare" and x["transport"] in ("http", "ws")]
     if not rows:
         return False
     modes = ["none", "group", "order"]
@@ -300,6 +358,8 @@ def render(r: dict[str, Any], commands: list[str]) -> str:
                       f"does: no answers built, {r['log'].get('framed_by_helper', 0):,} records framed by the "
                       f"helper process on the other core): **{r['log']['records_per_s']:,} records/s**, "
                       f"deterministic: {r['log']['deterministic']}."]
+    if "e2e" in r and batch_table(r["e2e"]):
+        lines += [""] + batch_table(r["e2e"])
     if "bars" in r:
         lines += ["", "## SQL bars", ""] + bars_table(r["bars"])
         lines += ["", f"Built through the trade store at {r['bars']['insert_trades_per_s']:,} trades/s. "

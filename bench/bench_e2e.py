@@ -365,6 +365,24 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process has used so far (Linux /proc), 0.0 where that cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def measure(proc: tuple[subprocess.Popen[bytes], int], transport: str, per_client: int, seed: int,
+            bare: bool = False) -> dict[str, Any]:
+    """One round of load (`_load`), with the CPU the server process and this load generator spent on it."""
+    server, load = cpu_seconds(proc[0].pid), time.process_time()
+    row = asyncio.run(_load(proc[1], transport, per_client, seed, bare))
+    row.update(server_cpu_s=cpu_seconds(proc[0].pid) - server, loadgen_cpu_s=time.process_time() - load)
+    return row
+
+
 def inprocess_reference() -> dict[str, Any]:
     """The in-process sequencer and log with `none` at 256 submitters (bench_commit.py's row), measured now."""
     out = subprocess.run(INPROCESS, cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -409,14 +427,14 @@ def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...
                 procs[mode] = _start(server_command(Path(tmp) / mode, mode), Path(tmp) / f"{mode}.out")
             for transport, mode in fast + slow:
                 n = order_per_client if mode == "order" else per_client
-                asyncio.run(_load(procs[mode][1], transport, max(2, n // 10), seed + 100, bare=mode == "bare"))
+                measure(procs[mode], transport, max(2, n // 10), seed + 100, bare=mode == "bare")
             slices: dict[tuple[str, str], list[dict[str, Any]]] = {pair: [] for pair in fast}
             slice_size = max(2, per_client // rounds)
             for r in range(rounds):
                 turn = fast[r % len(fast):] + fast[:r % len(fast)]
                 for transport, mode in turn:
                     slices[(transport, mode)].append(
-                        asyncio.run(_load(procs[mode][1], transport, slice_size, seed + r, bare=mode == "bare")))
+                        measure(procs[mode], transport, slice_size, seed + r, bare=mode == "bare"))
                 print(f"round {r + 1}/{rounds}: " + ", ".join(
                     f"{t} {m} {slices[(t, m)][-1]['orders_per_s']:,}/s" for t, m in fast), file=sys.stderr, flush=True)
             for (transport, mode), parts in slices.items():
@@ -425,7 +443,7 @@ def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...
                 results["rows"].append(row)
                 print(_line(row), file=sys.stderr, flush=True)
             for transport, mode in slow:
-                row = merge([asyncio.run(_load(procs[mode][1], transport, order_per_client, seed))])
+                row = merge([measure(procs[mode], transport, order_per_client, seed)])
                 row.update(transport=transport, mode=mode)
                 results["rows"].append(row)
                 print(_line(row), file=sys.stderr, flush=True)
@@ -446,6 +464,8 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     lat = [x for p in parts for x in p.pop("lat_ns")]
     seconds = sum(p["seconds"] for p in parts)
     row = summarize(sum(p["orders"] for p in parts), seconds, lat)
+    for who in ("server", "loadgen"):  # CPU per order (per quote level in the quoting row), in µs
+        row[f"{who}_us_per_order"] = round(sum(p[f"{who}_cpu_s"] for p in parts) / max(row["orders"], 1) * 1e6, 1)
     if "batches" in parts[0]:
         batches = sum(p["batches"] for p in parts)
         row.update(batches=batches, batches_per_s=round(batches / seconds))
@@ -462,7 +482,8 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
 def _line(row: dict[str, Any]) -> str:
     what = {"wsbatch": "orders/s in batches", "quote": "quote levels/s"}.get(row["transport"], "orders/s")
     line = (f"{row['transport']:>7} {row['mode']:>5}: {row['orders_per_s']:>8,} {what}  p50 {row['p50_ms']:.2f} ms  "
-            f"p99 {row['p99_ms']:.2f} ms  p99.9 {row['p999_ms']:.2f} ms  ({row['orders']} orders)")
+            f"p99 {row['p99_ms']:.2f} ms  p99.9 {row['p999_ms']:.2f} ms  ({row['orders']} orders; CPU per order: "
+            f"server {row['server_us_per_order']} µs, load generator {row['loadgen_us_per_order']} µs)")
     if "quotes" in row:
         line += (f"; {row['quotes_per_s']:,} quotes/s; takers {row['taker_orders_per_s']:,} orders/s, p50 "
                  f"{row['taker_p50_ms']:.2f} ms, {row['taker_filled']:,} filled")

@@ -155,6 +155,11 @@ SURVIVES = {"none": "process crash", "group": "power loss", "order": "power loss
 MODE_LABEL = {"none": "no fsync", "group": "group commit", "order": "fsync per order"}
 
 
+def _cpu(row: dict[str, Any]) -> str:
+    """The server process's CPU per order of a bench_e2e row (a run from before it was measured: -)."""
+    return f"{row['server_us_per_order']} µs" if "server_us_per_order" in row else "-"
+
+
 def batch_table(e2e: dict[str, Any]) -> list[str]:
     """Batches and mass quotes (issue 28), beside the single-order WebSocket row and the in-process
     sequencer with `none` at 256 submitters, all from the same run of bench_e2e.py."""
@@ -169,26 +174,29 @@ def batch_table(e2e: dict[str, Any]) -> list[str]:
            f"quote, one logged command) as soon as the last is answered, while {q.get('takers', 8)} takers send IOC "
            "orders against them, one in flight each; its orders/s counts the levels quoted (20 a quote), p50 and "
            "p99 are a quote's answer. Measured in the same run as the rows above, in alternating rounds with them "
-           "(durability=order after).", "",
-           "| Path | Orders/s | Batches/s | p50 | p99 | p99.9 | Survives |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+           "(durability=order after). Server CPU/order: the server process's CPU time over the orders (not its "
+           "sync helper's), read from /proc around each round; for quoting, per level quoted, the takers' work "
+           "included.", "",
+           "| Path | Orders/s | Batches/s | p50 | p99 | p99.9 | Server CPU/order | Survives |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     single = next((r for r in e2e["rows"] if (r["transport"], r["mode"]) == ("ws", "group")), None)
     if single:
         out.append(f"| Single orders, group commit (WebSocket, 64 clients) | {single['orders_per_s']:,} | - | "
-                   f"{_ms(single['p50_ms'])} | {_ms(single['p99_ms'])} | {_ms(single['p999_ms'])} | power loss |")
+                   f"{_ms(single['p50_ms'])} | {_ms(single['p99_ms'])} | {_ms(single['p999_ms'])} | {_cpu(single)} | "
+                   "power loss |")
     ref = e2e.get("inprocess")
     if ref:
         out.append(f"| Sequencer + log in-process, no fsync, {ref['submitters']} submitters | {ref['orders_per_s']:,} | "
-                   f"- | {_ms(ref['p50_ms'])} | {_ms(ref['p99_ms'])} | {_ms(ref['p999_ms'])} | process crash |")
+                   f"- | {_ms(ref['p50_ms'])} | {_ms(ref['p99_ms'])} | {_ms(ref['p999_ms'])} | - | process crash |")
     for row in rows:
         if row["transport"] == "wsbatch":
             out.append(f"| Batches of {b['ops']}, {MODE_LABEL[row['mode']]} (WebSocket) | {row['orders_per_s']:,} | "
                        f"{row.get('batches_per_s', 0):,} | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | "
-                       f"{_ms(row['p999_ms'])} | {SURVIVES[row['mode']]} |")
+                       f"{_ms(row['p999_ms'])} | {_cpu(row)} | {SURVIVES[row['mode']]} |")
         else:
             out.append(f"| Mass quotes, {MODE_LABEL[row['mode']]} (WebSocket, quote levels) | {row['orders_per_s']:,} | "
                        f"{row['quotes_per_s']:,} quotes | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | "
-                       f"{_ms(row['p999_ms'])} | {SURVIVES[row['mode']]} |")
+                       f"{_ms(row['p999_ms'])} | {_cpu(row)} | {SURVIVES[row['mode']]} |")
     for row in rows:
         if row["transport"] == "quote":
             out += ["", f"The takers meanwhile: {row['taker_orders_per_s']:,} IOC orders/s (p50 "

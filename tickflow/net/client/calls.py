@@ -72,8 +72,9 @@ class OrderEntry:
     """The order-entry calls of a WebSocket session and the answers they wait for.
 
     A subclass sends (`_send`), says whether it can (`_can_send`), and hands over what comes back:
-    `_answer` for a result (or an error naming a request id), `_pong` for a pong, `_fail_waiters` when
-    the connection ends. Every order state in an answer is tracked in `client_state`.
+    `_answered` for a result or a batch's results (`_answer` for an error naming a request id), `_pong`
+    for a pong, `_fail_waiters` when the connection ends. Every order state in an answer (a batch's and
+    a quote's included) is tracked in `client_state`.
     """
 
     url: str

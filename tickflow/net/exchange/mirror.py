@@ -117,6 +117,8 @@ class BookMirror:
                 result = outcome.result
                 if result is not None and outcome.error is None and result.account in listening:
                     private.append(result)
+                if outcome.quoted and outcome.quoted[0].account in listening:
+                    private.extend(outcome.quoted)
                 if outcome.changed:
                     private.extend(outcome.updates_of(listening))
             for change in outcome.book:

@@ -26,6 +26,7 @@ from typing import Callable
 from tickflow.core.engine import Engine
 from tickflow.core.types import Amend, Cancel, CancelAll, Command, NewOrder, Outcome, Reason, Record
 from tickflow.net.exchange.certain import certain_refusal, nothing_to_cancel
+from tickflow.net.exchange.inflight import InFlight, Item, Resubmit
 from tickflow.net.exchange.stats import Stats
 from tickflow.store.log.codec import decode_record, decode_records, encode_record
 from tickflow.store.log.syncer import NoSyncer, Syncer, default_syncer
@@ -51,10 +52,6 @@ class BadCommand(ValueError):
     """The command cannot be logged as given (a field of the wrong type): it was not sequenced."""
 
 
-class _Resubmit(Exception):
-    """The attempt a retry was waiting for never reached the queue: the retry goes in itself."""
-
-
 Listener = Callable[[list[Outcome]], None]
 """Called on the event loop with each durable batch's outcomes, in sequence order. Must not block."""
 
@@ -63,19 +60,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class _Item:
-    """One submitted command, its caller's future, and retries of the same clientOrderId waiting on it."""
-
-    __slots__ = ("command", "future", "key", "retries")
-
-    def __init__(self, command: Command, future: asyncio.Future[Outcome], key: tuple[str, str] | None) -> None:
-        self.command = command
-        self.future = future
-        self.key = key
-        self.retries: list[asyncio.Future[Outcome]] | None = None
-
-
-_Batch = tuple[list[_Item], list[Outcome]]
+_Batch = tuple[list[Item], list[Outcome]]
 
 
 class _Unacked:
@@ -83,7 +68,7 @@ class _Unacked:
 
     __slots__ = ("end", "items", "outcomes")
 
-    def __init__(self, end: int, items: list[_Item], outcomes: list[Outcome]) -> None:
+    def __init__(self, end: int, items: list[Item], outcomes: list[Outcome]) -> None:
         self.end = end
         """The log's size after the batch: a sync that covers this many bytes makes it durable."""
         self.items = items
@@ -122,12 +107,12 @@ class Sequencer:
         the engine then holds exactly the records up to that size (the snapshotter forks here)."""
         self.stats = Stats()
         self.failed: str | None = None
-        self._items: deque[_Item] = deque()
+        self._items: deque[Item] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._room: deque[asyncio.Future[None]] = deque()
         self._admitted = 0
         """Callers let in from `_room` that have not queued their command yet."""
-        self._inflight: dict[tuple[str, str], _Item] = {}
+        self._inflight = InFlight()
         self._unacked: deque[_Unacked] = deque()
         """Batches written, not yet durable, oldest first."""
         self._unsynced = 0
@@ -196,17 +181,68 @@ class Sequencer:
 
     async def submit(self, command: Command) -> Outcome:
         """Sequence `command` and return its outcome once its record is durable."""
+        self._check_taking()
+        taken = self._take(command)
+        if type(taken) is not Item:
+            return await taken if isinstance(taken, asyncio.Future) else taken  # type: ignore[return-value]
+        if len(self._items) >= self.queue_size:
+            try:
+                await self._wait_for_room()
+            except BaseException as e:
+                self._inflight.never_queued(taken, e)
+                raise
+        self._items.append(taken)
+        if self._wakeup is not None:
+            self._wake()
+        # A cancelled caller cancels only its own future; the command still runs and its retries
+        # (which wait on futures of their own) still get the answer.
+        return await taken.future
+
+    async def submit_many(self, commands: list[Command]) -> list[Outcome | Exception]:
+        """Sequence `commands` one after another with nothing between them; each one's outcome, or the
+        exception `submit` would have raised for it, in order. The batch waits for room once and then goes
+        in whole, so the queue may hold up to one batch more than its size."""
+        self._check_taking()
+        if len(self._items) >= self.queue_size:
+            await self._wait_for_room()
+        answers: list[Outcome | asyncio.Future[Outcome]] = []
+        for command in commands:
+            taken = self._take(command)
+            if type(taken) is Item:
+                self._items.append(taken)
+                answers.append(taken.future)
+            else:
+                answers.append(taken)  # type: ignore[arg-type]
+        if self._wakeup is not None:
+            self._wake()
+        results: list[Outcome | Exception] = []
+        for answer in answers:
+            if type(answer) is Outcome:
+                results.append(answer)
+                continue
+            try:
+                results.append(await answer)  # type: ignore[misc]
+            except (SequencerStopped, BadCommand) as e:
+                results.append(e)
+        return results
+
+    def _check_taking(self) -> None:
         if self.failed:
             raise SequencerStopped(self.failed)
         if self._closing:
             raise SequencerStopped("shutting down: no new commands are taken")
+
+    def _take(self, command: Command) -> Item | Outcome | asyncio.Future[Outcome]:
+        """`command` as an item to queue; or its answer when it needs no record (a retried clientOrderId, a
+        cancel or amend certain to be refused, a cancel-all of nothing); or, for a retry of an attempt still
+        in flight, a future of that attempt's answer."""
         key = None
         if type(command) is NewOrder:  # nearly all the traffic: one type test for it
             if command.client_order_id is not None:
                 key = (command.account, command.client_order_id)
                 first = self._inflight.get(key)
                 if first is not None:
-                    return await self._same_answer(command, first)
+                    return asyncio.ensure_future(self._same_answer(command, first, self._inflight.wait_on(first)))
                 duplicate = self.engine.check_duplicate(command)
                 if duplicate is not None:
                     return duplicate
@@ -222,21 +258,10 @@ class Sequencer:
                 return nothing
         # The loop kept from start(): asyncio.get_running_loop() costs a getpid() system call.
         future: asyncio.Future[Outcome] = (self._loop or asyncio.get_running_loop()).create_future()
-        item = _Item(command, future, key)
+        item = Item(command, future, key)
         if key is not None:
-            self._inflight[key] = item
-        if len(self._items) >= self.queue_size:
-            try:
-                await self._wait_for_room()
-            except BaseException as e:
-                self._never_queued(item, e)
-                raise
-        self._items.append(item)
-        if self._wakeup is not None:
-            self._wake()
-        # A cancelled caller cancels only its own future; the command still runs and its retries
-        # (which wait on futures of their own) still get the answer.
-        return await future
+            self._inflight.add(item)
+        return item
 
     def _durable_seq(self) -> int:
         """The last sequence number whose record is durable (in `none` mode: the last applied)."""
@@ -269,25 +294,13 @@ class Sequencer:
             if self._closing:
                 raise SequencerStopped("shutting down: the command was still waiting for room and was not taken")
 
-    def _never_queued(self, item: _Item, error: BaseException) -> None:
-        if item.key is not None and self._inflight.get(item.key) is item:
-            del self._inflight[item.key]
-        for retry in item.retries or ():
-            if not retry.done():
-                retry.set_exception(_Resubmit() if isinstance(error, asyncio.CancelledError) else error)
-
-    async def _same_answer(self, command: NewOrder, first: _Item) -> Outcome:
-        """A retry of an order that is still in flight: wait for the first attempt's answer."""
-        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        if first.retries is None:
-            first.retries = []
-        first.retries.append(waiter)
+    async def _same_answer(self, command: NewOrder, first: Item, waiter: asyncio.Future[Outcome]) -> Outcome:
+        """A retry of an order that is still in flight: the first attempt's answer."""
         try:
             outcome = await waiter
-        except _Resubmit:
+        except Resubmit:
             return await self.submit(command)
-        error = None if first.command == command else Reason.DUPLICATE_MISMATCH
-        return Outcome(outcome.seq, outcome.result, error, [], [], [], replayed=True)
+        return self._inflight.same_answer(command, first, outcome)
 
     # ------------------------------------------------------------------ the writer
 
@@ -296,7 +309,7 @@ class Sequencer:
         popleft = items.popleft
         loop = asyncio.get_running_loop()
         group = self.durability is Durability.GROUP
-        batch: list[_Item] = []
+        batch: list[Item] = []
         try:
             while True:
                 # With the disk stalled, stop matching ahead: the queue fills and callers wait.
@@ -339,7 +352,7 @@ class Sequencer:
             if self.failed or self._closing:
                 self._release_room()
 
-    def _write_and_apply(self, batch: list[_Item]) -> _Batch | None:
+    def _write_and_apply(self, batch: list[Item]) -> _Batch | None:
         """Stamp, log and match a batch; None when the log refused it (the callers have been told)."""
         ts = self.clock()
         if ts < self.last_ts:
@@ -367,7 +380,7 @@ class Sequencer:
         self.stats.batch(len(taken))
         return taken, outcomes
 
-    def _encode(self, batch: list[_Item], seq: int, ts: int) -> tuple[list[bytes], list[Command], list[_Item]]:
+    def _encode(self, batch: list[Item], seq: int, ts: int) -> tuple[list[bytes], list[Command], list[Item]]:
         """The batch's records from `seq + 1`, the commands to apply, and the items they belong to.
 
         What is applied is what replay will read back, so each record is decoded again, and a command
@@ -434,20 +447,20 @@ class Sequencer:
 
     # ------------------------------------------------------------------ answers
 
-    def _resolve(self, batch: list[_Item], outcomes: list[Outcome]) -> None:
+    def _resolve(self, batch: list[Item], outcomes: list[Outcome]) -> None:
         for item, outcome in zip(batch, outcomes):
             future = item.future
             if not future.done():
                 future.set_result(outcome)
             if item.key is not None:
-                self._finish(item, outcome, None)
+                self._inflight.finish(item, outcome, None)
         for listener in self.listeners:
             try:
                 listener(outcomes)
             except Exception:  # a broken subscriber must not stop the writer
                 log.exception("listener %r failed", listener)
 
-    def _fail(self, batch: list[_Item], why: str) -> None:
+    def _fail(self, batch: list[Item], why: str) -> None:
         """No acknowledgement for records that are not durable; the log takes nothing more."""
         if self.failed is None:
             self.failed = why
@@ -455,24 +468,13 @@ class Sequencer:
             self._release_room()
         self._refuse(batch, why)
 
-    def _refuse(self, batch: list[_Item], why: str, kind: type[Exception] = SequencerStopped) -> None:
+    def _refuse(self, batch: list[Item], why: str, kind: type[Exception] = SequencerStopped) -> None:
         for item in batch:
             error = kind(why)
             if not item.future.done():
                 item.future.set_exception(error)
             if item.key is not None:
-                self._finish(item, None, error)
-
-    def _finish(self, item: _Item, outcome: Outcome | None, error: BaseException | None) -> None:
-        if self._inflight.get(item.key) is item:  # type: ignore[arg-type]
-            del self._inflight[item.key]  # type: ignore[arg-type]
-        for retry in item.retries or ():
-            if retry.done():
-                continue
-            if error is not None:
-                retry.set_exception(error)
-            else:
-                retry.set_result(outcome)  # type: ignore[arg-type]
+                self._inflight.finish(item, None, error)
 
     def _wake(self) -> None:
         wakeup, self._wakeup = self._wakeup, None

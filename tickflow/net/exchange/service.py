@@ -89,6 +89,11 @@ class ExchangeService:
         or BadCommand (it cannot be logged as given)."""
         return await self._sequencer.submit(command)
 
+    async def submit_many(self, commands: list[Command]) -> list[Outcome | Exception]:
+        """Sequence `commands` one after another, with no other command between them: each one's outcome, or
+        the BadCommand or SequencerStopped it met, in order. Raises SequencerStopped when none was taken."""
+        return await self._sequencer.submit_many(commands)
+
     @property
     def order_symbols(self) -> Collection[str]:
         """The books that take orders now (a symbol is listed here as soon as it is sequenced)."""

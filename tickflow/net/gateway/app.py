@@ -29,6 +29,8 @@ def make_app(gateway: Gateway) -> web.Application:
     r.add_get("/orders/{order_id}", orders.get_order)
     r.add_delete("/orders/{order_id}", orders.delete_order)
     r.add_patch("/orders/{order_id}", orders.patch_order)
+    r.add_post("/batch", orders.post_batch)
+    r.add_put("/quotes/{symbol}", orders.put_quote)
     r.add_get("/book/{symbol}", market.get_book)
     r.add_get("/trades", market.get_trades)
     r.add_get("/fills", market.get_fills)

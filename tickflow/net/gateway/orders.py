@@ -6,12 +6,14 @@ from typing import Callable
 
 from aiohttp import web
 
+from typing import Any
+
 from tickflow.core.types import Command, Outcome, Reason
 from tickflow.net.exchange.service import BadCommand, ExchangeService, SequencerStopped
 from tickflow.net.gateway import inputs
 from tickflow.net.gateway.context import GATEWAY
 from tickflow.net.gateway.responses import json_response
-from tickflow.net.wire import answers, requests
+from tickflow.net.wire import answers, batches, requests
 from tickflow.net.wire.answers import encode
 from tickflow.net.wire.errors import BadRequest, brief, cut
 from tickflow.net.wire.limits import MAX_ORDERS_PAGE
@@ -26,6 +28,60 @@ async def execute(service: ExchangeService, command: Command,
         return 503, encode({"error": f"not accepting orders: {e}"})
     except BadCommand as e:  # validation should have caught it; still the caller's input, never logged
         return 400, encode({"error": str(e)})
+
+
+async def execute_batch(service: ExchangeService, account: str, ops: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
+    """A batch's ops (checked by batches.batch_ops), each validated on its own and the valid ones sequenced
+    one after another: each op's status and body, in order, as it would have been answered alone."""
+    answered: list[tuple[int, bytes] | None] = []
+    commands: list[Command] = []
+    for op in ops:
+        try:
+            commands.append(batches.batch_command(account, op, service.order_symbols))
+            answered.append(None)
+        except BadRequest as e:
+            answered.append((e.status, encode(e.body())))
+    try:
+        outcomes = await service.submit_many(commands) if commands else []
+    except SequencerStopped as e:
+        outcomes = [e] * len(commands)
+    done = iter(zip(commands, outcomes))
+    results = []
+    for answer in answered:
+        if answer is None:
+            command, outcome = next(done)
+            if isinstance(outcome, SequencerStopped):
+                answer = 503, encode({"error": f"not accepting orders: {outcome}"})
+            elif isinstance(outcome, Exception):  # BadCommand: validation should have caught it; never logged
+                answer = 400, encode({"error": str(outcome)})
+            else:
+                answer = answers.answer_of(command, outcome)
+        results.append(answer)
+    return results
+
+
+async def post_batch(request: web.Request) -> web.Response:
+    """POST /batch {"ops": [...]}: up to 256 order operations, sequenced one after another."""
+    service = request.app[GATEWAY].service
+    account = inputs.account(request)
+    data = await inputs.body(request)
+    if not isinstance(data, dict):
+        raise BadRequest("expected a JSON object with ops")
+    extra = [k for k in data if k != "ops"]
+    if extra:
+        raise BadRequest(f"unknown field {brief(extra[0])}: POST /batch takes ops", cut(extra[0]))
+    results = await execute_batch(service, account, batches.batch_ops(data.get("ops")))
+    return json_response(b'{"results":' + answers.results(results) + b"}")
+
+
+async def put_quote(request: web.Request) -> web.Response:
+    """PUT /quotes/{symbol} {"bids": [[price, qty], ...], "asks": [...]}: replace the caller's quote there."""
+    service = request.app[GATEWAY].service
+    account = inputs.account(request)
+    symbol = request.match_info["symbol"]
+    command = batches.quote(account, symbol, await inputs.body(request), service.order_symbols)
+    status, body = await execute(service, command, lambda outcome: answers.answer_quote(symbol, outcome))
+    return json_response(body, status)
 
 
 async def post_order(request: web.Request) -> web.Response:

@@ -4,21 +4,22 @@ the writer that drains its subscriber's buffers into the socket."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 from aiohttp import WSMsgType, web
 
-from tickflow.core.types import CancelAll
+from tickflow.core.types import CancelAll, Outcome, Quote
 from tickflow.net.exchange.service import Subscriber
 from tickflow.net.gateway import inputs
 from tickflow.net.gateway.context import GATEWAY, Gateway
-from tickflow.net.gateway.orders import execute
+from tickflow.net.gateway.orders import execute, execute_batch
 from tickflow.net.gateway.responses import error
 from tickflow.net.gateway.security import origin_allowed
-from tickflow.net.wire import answers, requests
+from tickflow.net.wire import answers, batches, requests
 from tickflow.net.wire.answers import encode
 from tickflow.net.wire.errors import BadRequest, brief, cut
 from tickflow.net.wire.limits import MAX_BODY, MAX_WS_ID, MAX_WS_IN_FLIGHT, MAX_WS_REPLY
@@ -231,11 +232,13 @@ class _WsSession:
                 self.error(f"unknown field {brief(extra)} for {op}: it takes symbols", op=op, field=cut(extra))
                 return
             self.subscription(op, message.get("symbols"))
-        elif op in ("order", "cancel", "amend", "cancelAll"):
+        elif op in ("order", "cancel", "amend", "cancelAll", "quote"):
             self.request(op, message)
+        elif op == "batch":
+            self.batch(message)
         else:
             self.error(f"unknown op {brief(op)}: expected auth, subscribe, unsubscribe, order, cancel, "
-                       "amend, cancelAll, ping")
+                       "amend, cancelAll, batch, quote, ping")
 
     def subscription(self, op: str, symbols: Any) -> None:
         service = self.ex.service
@@ -253,45 +256,74 @@ class _WsSession:
                 service.unsubscribe(self.sub, symbol)
 
     def request(self, op: str, message: dict[str, Any]) -> None:
-        request_id = message.pop("id", None)
-        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            self.error("every order, cancel, amend and cancelAll needs an 'id' (string or integer)", op=op)
-            return
-        too_long = len(request_id) > MAX_WS_ID if isinstance(request_id, str) else not -(1 << 63) <= request_id < 1 << 63
-        if too_long:
-            self.error(f"an 'id' is a string of at most {MAX_WS_ID} characters or a 64-bit integer", op=op)
-            return
-        if self.sub.account is None:
-            self._result(request_id, 401, encode({"error": "authenticate first: {\"op\": \"auth\", \"token\": ...}"}))
-            return
-        if self.in_flight >= MAX_WS_IN_FLIGHT:
-            self._result(request_id, 429, encode({"error": f"more than {MAX_WS_IN_FLIGHT} requests in flight"}))
+        request_id = self._request_id(op, message)
+        if request_id is None or not self._may_send(request_id, 1):
             return
         try:
-            command = self._command(op, self.sub.account, message)
+            command = self._command(op, self.sub.account, message)  # type: ignore[arg-type]
         except BadRequest as e:
             self._result(request_id, e.status, encode(e.body()))
             return
         self.in_flight += 1
         asyncio.ensure_future(self._submit(request_id, command))
 
+    def batch(self, message: dict[str, Any]) -> None:
+        """Up to 256 order operations, sequenced one after another and answered together (`results`)."""
+        request_id = self._request_id("batch", message)
+        if request_id is None:
+            return
+        try:
+            ops = batches.batch_ops(message.pop("ops", None))
+            extra = _unknown(message, ())
+            if extra is not None:
+                raise BadRequest(f"unknown field {brief(extra)} for batch: it takes id and ops", cut(extra))
+        except BadRequest as e:
+            if self.sub.account is None:  # signed out is the first thing to say
+                self._may_send(request_id, 1)
+            else:
+                self._result(request_id, e.status, encode(e.body()))
+            return
+        if not self._may_send(request_id, len(ops)):
+            return
+        self.in_flight += len(ops)
+        asyncio.ensure_future(self._submit_batch(request_id, self.sub.account, ops))  # type: ignore[arg-type]
+
+    def _request_id(self, op: str, message: dict[str, Any]) -> str | int | None:
+        """The request's `id` (taken out of `message`); None, with an error message, if it has none usable."""
+        request_id = message.pop("id", None)
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            self.error("every order, cancel, amend, cancelAll, batch and quote needs an 'id' (string or integer)",
+                       op=op)
+            return None
+        too_long = len(request_id) > MAX_WS_ID if isinstance(request_id, str) else not -(1 << 63) <= request_id < 1 << 63
+        if too_long:
+            self.error(f"an 'id' is a string of at most {MAX_WS_ID} characters or a 64-bit integer", op=op)
+            return None
+        return request_id
+
+    def _may_send(self, request_id: str | int, count: int) -> bool:
+        """False, once answered, for a connection not signed in or with no room for `count` more in flight."""
+        if self.sub.account is None:
+            self._result(request_id, 401, encode({"error": "authenticate first: {\"op\": \"auth\", \"token\": ...}"}))
+            return False
+        if self.in_flight + count > MAX_WS_IN_FLIGHT:
+            self._result(request_id, 429, encode({"error": f"more than {MAX_WS_IN_FLIGHT} requests in flight"}))
+            return False
+        return True
+
     def _command(self, op: str, account: str, message: dict[str, Any]) -> Any:
-        if op == "order":
-            return requests.new_order(account, message, self.ex.service.order_symbols)
-        if op == "cancelAll":
-            return requests.cancel_all(account, message, self.ex.service.order_symbols)
-        order_id = requests.order_id_field(message.pop("orderId", None))
-        if op == "cancel":
-            if message:
-                names = list(message)
-                raise BadRequest(f"unknown fields for cancel: {', '.join(brief(k) for k in names[:10])}",
-                                 cut(names[0]))
-            return requests.cancel(account, order_id)
-        return requests.amend(account, order_id, message)
+        symbols = self.ex.service.order_symbols
+        if op == "quote":
+            return batches.quote(account, message.pop("symbol", None), message, symbols)
+        return batches.command(op, account, message, symbols)
 
     async def _submit(self, request_id: str | int, command: Any) -> None:
         try:
-            answer = answers.answer_cancel_all if type(command) is CancelAll else answers.answer
+            answer: Callable[[Outcome], tuple[int, bytes]]
+            if type(command) is Quote:
+                answer = functools.partial(answers.answer_quote, command.symbol)
+            else:
+                answer = answers.answer_cancel_all if type(command) is CancelAll else answers.answer
             status, body = await execute(self.ex.service, command, answer)
         except Exception:
             log.exception("order entry over WebSocket failed")
@@ -299,6 +331,21 @@ class _WsSession:
         finally:
             self.in_flight -= 1
         self._result(request_id, status, body)
+
+    async def _submit_batch(self, request_id: str | int, account: str, ops: list[dict[str, Any]]) -> None:
+        try:
+            results = await execute_batch(self.ex.service, account, ops)
+        except Exception:
+            log.exception("a batch over WebSocket failed")
+            self._result(request_id, 500, encode({"error": "internal error"}))
+            return
+        finally:
+            self.in_flight -= len(ops)
+        joined = answers.results(results)
+        if len(joined) > MAX_WS_REPLY:
+            self._result(request_id, 200, joined)  # replaced by the too-large answer, which says it was done
+            return
+        self.sub.reply(b'{"type":"results","id":%s,"results":%s}' % (encode(request_id), joined))
 
     def _result(self, request_id: str | int, status: int, body: bytes) -> None:
         if len(body) > MAX_WS_REPLY:

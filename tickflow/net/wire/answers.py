@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from tickflow.core.types import MAX_PRICE, MAX_QTY, OrderState, Outcome, Reason, Trade
+from tickflow.core.types import MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, CancelAll, Command, OrderState, Outcome, Reason, Trade
 
 encode = msgspec.json.Encoder().encode
 """Any wire value -> UTF-8 JSON bytes."""
@@ -23,6 +23,10 @@ ERRORS: dict[str, tuple[int, str, str | None]] = {
     Reason.BAD_PRICE: (400, f"price must be between 1 and {MAX_PRICE}", "price"),
     Reason.QTY_BELOW_FILLED: (400, "qty must be above the quantity already filled", "qty"),
     Reason.POST_ONLY_WOULD_TAKE: (409, "a post-only order would take liquidity at that price", "price"),
+    Reason.UNKNOWN_SYMBOL: (400, "unknown symbol", "symbol"),
+    Reason.CROSSED_QUOTE: (400, "the quote's best bid is at or above its best ask", "bids"),
+    Reason.REPEATED_PRICE: (400, "a price is given twice on one side of the quote", None),
+    Reason.TOO_MANY_LEVELS: (400, f"a side of a quote holds at most {MAX_QUOTE_LEVELS} levels", None),
 }
 
 
@@ -47,6 +51,23 @@ def answer(outcome: Outcome) -> tuple[int, bytes]:
 def answer_cancel_all(outcome: Outcome) -> tuple[int, bytes]:
     """What a cancel-all answers: the orders it cancelled, oldest first, and its seq."""
     return 200, encode({"orders": outcome.updates, "seq": outcome.seq})
+
+
+def answer_of(command: Command, outcome: Outcome) -> tuple[int, bytes]:
+    """The status and body of an order operation's outcome (a cancel-all's, or any other's)."""
+    return answer_cancel_all(outcome) if type(command) is CancelAll else answer(outcome)
+
+
+def answer_quote(symbol: str, outcome: Outcome) -> tuple[int, bytes]:
+    """What a mass quote answers: its symbol, its seq, and every quote order it touched or kept."""
+    if outcome.error is not None:
+        return refusal(outcome.error)
+    return 200, encode({"symbol": symbol, "seq": outcome.seq, "orders": outcome.quoted or []})
+
+
+def results(answers: list[tuple[int, bytes]]) -> bytes:
+    """A batch's answers as the JSON list of {"status", "body"} entries, in order."""
+    return b"[" + b",".join(b'{"status":%d,"body":%s}' % answer for answer in answers) + b"]"
 
 
 class PublicTrade(msgspec.Struct, rename="camel"):

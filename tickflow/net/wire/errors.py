@@ -7,14 +7,18 @@ from typing import Any
 class BadRequest(Exception):
     """Input that cannot become a command: answered with 400 (or `status`) and never logged."""
 
-    def __init__(self, message: str, field: str | None = None, status: int = 400) -> None:
+    def __init__(self, message: str, field: str | None = None, status: int = 400, code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
         self.status = status
+        self.code = code
+        """A machine-readable name for the rule broken, where clients are expected to tell it apart."""
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"error": self.message}
+        if self.code is not None:
+            body["code"] = self.code
         if self.field is not None:
             body["field"] = self.field
         return body

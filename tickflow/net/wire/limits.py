@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from tickflow.core.types import MAX_CLIENT_ORDER_ID, MAX_PRICE, MAX_QTY
+from tickflow.core.types import MAX_CLIENT_ORDER_ID, MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS
 
 __all__ = ["MAX_PRICE", "MAX_QTY", "MAX_CLIENT_ORDER_ID", "MAX_BODY", "SYMBOL_PATTERN", "ACCOUNT_PATTERN", "DIGITS",
            "MAX_WS_IN_FLIGHT", "MAX_WS_ID", "INTERVALS", "MIN_TOKEN_LENGTH", "MAX_BARS", "MAX_ORDERS_PAGE",
-           "MAX_WS_REPLY"]
+           "MAX_WS_REPLY", "MAX_BATCH", "MAX_QUOTE_LEVELS"]
 
 MAX_BODY: Final = 64 * 1024
 """The largest request body, and the largest WebSocket message, the server reads."""
@@ -34,3 +34,5 @@ MAX_ORDERS_PAGE: Final = 1000
 MAX_WS_REPLY: Final = 4 * 1024 * 1024
 """The largest answer queued on a WebSocket (aiohttp's default message limit, what the project's clients
 read); a larger one is replaced by an error result before it is queued."""
+MAX_BATCH: Final = 256
+"""The most operations one batch may carry."""

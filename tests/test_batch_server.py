@@ -98,7 +98,7 @@ async def test_the_ops_of_a_batch_are_never_interleaved_with_other_clients_comma
                            {"symbol": "GLOBEX", "side": "buy", "price": 10 + i % 5, "qty": 1})
 
         noise = asyncio.create_task(others())
-        batches = []
+        batches: list[list[int]] = []
         while not noise.done() and len(batches) < 200:
             got = await ws.ask({"op": "batch", "ops": [order("buy", 50 + i, 1) for i in range(16)]})
             batches.append([r["body"]["seq"] for r in got["results"]])

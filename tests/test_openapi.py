@@ -64,6 +64,15 @@ async def test_real_answers_match_the_published_description(server: ServerProces
         await _check(s, spec, u, "DELETE", "/orders", "/orders", "alice")
         await _check(s, spec, u, "DELETE", "/orders?side=up", "/orders", "alice")
         await _check(s, spec, u, "DELETE", "/orders", "/orders", None)
+        ops = [{"op": "order", "symbol": "ACME", "side": "buy", "price": 90, "qty": 1},
+               {"op": "cancel", "orderId": 10**6}, {"op": "cancelAll", "symbol": "ACME"}]
+        await _check(s, spec, u, "POST", "/batch", "/batch", "alice", json={"ops": ops})
+        await _check(s, spec, u, "POST", "/batch", "/batch", "alice", json={"ops": []})
+        await _check(s, spec, u, "POST", "/batch", "/batch", None, json={"ops": ops})
+        await _check(s, spec, u, "PUT", "/quotes/ACME", "/quotes/{symbol}", "mm",
+                     json={"bids": [[90, 2], [89, 1]], "asks": [[110, 2]]})
+        await _check(s, spec, u, "PUT", "/quotes/ACME", "/quotes/{symbol}", "mm", json={"bids": [], "asks": [[110, 1]]})
+        await _check(s, spec, u, "PUT", "/quotes/ACME", "/quotes/{symbol}", "mm", json={"bids": [[110, 1]], "asks": [[90, 1]]})
         await _check(s, spec, u, "GET", "/book/ACME?depth=5", "/book/{symbol}")
         await _check(s, spec, u, "GET", "/book/NOPE", "/book/{symbol}")
         await _check(s, spec, u, "GET", "/trades?symbol=ACME", "/trades")
@@ -99,7 +108,8 @@ def test_every_route_is_described() -> None:
     assert routes == documented
 
 
-@pytest.mark.parametrize("path", ["/orders", "/orders/{orderId}", "/book/{symbol}", "/trades", "/bars"])
+@pytest.mark.parametrize("path", ["/orders", "/orders/{orderId}", "/book/{symbol}", "/trades", "/bars", "/batch",
+                                  "/quotes/{symbol}"])
 def test_described_paths_have_error_answers(path: str) -> None:
     from tickflow.net.wire.openapi import OPENAPI
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tickflow.core.types import MAX_PRICE, MAX_QTY
-from tickflow.net.wire.limits import MAX_BARS, MAX_ORDERS_PAGE, SYMBOL_PATTERN
+from tickflow.core.types import MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS
+from tickflow.net.wire.limits import MAX_BARS, MAX_BATCH, MAX_ORDERS_PAGE, SYMBOL_PATTERN
 
 INT = {"type": "integer"}
 NULLABLE_INT = {"type": ["integer", "null"]}
@@ -82,6 +82,21 @@ AMEND_REQUEST = {**_obj({
     "qty": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_QTY},
     "price": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_PRICE},
 }, required=[]), "anyOf": AMEND_RULE}
+OP_KINDS = ("order", "cancel", "amend", "cancelAll")
+BATCH_OP = {"type": "object", "required": ["op"], "properties": {"op": {"type": "string", "enum": list(OP_KINDS)}},
+            "description": "An order operation exactly as it is sent alone over the WebSocket (docs/protocol.md), "
+                           "without an id: order (the fields of OrderRequest), cancel (orderId), amend (orderId, "
+                           "qty and/or price), cancelAll (symbol and side, both optional)"}
+BATCH_REQUEST = _obj({"ops": {"type": "array", "items": _ref("BatchOp"), "minItems": 1, "maxItems": MAX_BATCH}})
+BATCH_RESULT = _obj({"status": INT, "body": {"description": "what the op alone would have answered: an Order, a "
+                                                           "cancel-all's {orders, seq}, or an Error"}})
+BATCH_ANSWER = _obj({"results": {"type": "array", "items": _ref("BatchResult")}})
+QUOTE_LEVELS = {"type": "array", "maxItems": MAX_QUOTE_LEVELS,
+                "items": {"type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [
+                    {"type": "integer", "minimum": 1, "maximum": MAX_PRICE},
+                    {"type": "integer", "minimum": 1, "maximum": MAX_QTY}]}}
+QUOTE_REQUEST = _obj({"bids": QUOTE_LEVELS, "asks": QUOTE_LEVELS})
+QUOTE_ANSWER = _obj({"symbol": {"type": "string"}, "seq": INT, "orders": {"type": "array", "items": _ref("Order")}})
 ERROR = _obj({"error": {"type": "string"}, "field": {"type": "string"}, "code": {"type": "string"},
               "order": _ref("Order"), "original": _ref("Order")}, required=["error"])
 LEVEL = _obj({"price": INT, "qty": INT, "orders": INT})
@@ -130,7 +145,9 @@ OPENAPI: dict[str, Any] = {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         "schemas": {"Order": ORDER, "Fill": FILL, "OrderRequest": ORDER_REQUEST, "AmendRequest": AMEND_REQUEST,
                     "Error": ERROR, "Level": LEVEL, "Book": BOOK, "Trade": TRADE, "AccountFill": ACCOUNT_FILL,
-                    "Bar": BAR, "Symbol": SYMBOL_INFO, "Health": HEALTH},
+                    "Bar": BAR, "Symbol": SYMBOL_INFO, "Health": HEALTH, "BatchOp": BATCH_OP,
+                    "BatchRequest": BATCH_REQUEST, "BatchResult": BATCH_RESULT, "BatchAnswer": BATCH_ANSWER,
+                    "QuoteRequest": QUOTE_REQUEST, "QuoteAnswer": QUOTE_ANSWER},
     },
     "paths": {
         "/orders": {
@@ -176,6 +193,28 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": _json(_ref("Order"), "the amended order"),
                               **_errors(400, 401, 404, 408, 409, 413, 415, 503)},
             },
+        },
+        "/batch": {
+            "post": {
+                "summary": f"Up to {MAX_BATCH} order operations, sequenced one after another with nothing between "
+                           "them; each answered in its place as it would be alone (not all-or-nothing)",
+                "security": AUTH,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("BatchRequest")}}},
+                "responses": {"200": _json(_ref("BatchAnswer"), "one result per op, in order"),
+                              **_errors(400, 401, 408, 413, 415, 503)},
+            }
+        },
+        "/quotes/{symbol}": {
+            "put": {
+                "summary": "Replace the caller's quote in the symbol (one logged command): a level whose price "
+                           "stays and whose open qty does not grow keeps its order and queue place; the rest are "
+                           "cancelled and placed anew; an empty side pulls that side",
+                "security": AUTH,
+                "parameters": [{"name": "symbol", "in": "path", "required": True, "schema": SYMBOL}],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("QuoteRequest")}}},
+                "responses": {"200": _json(_ref("QuoteAnswer"), "every quote order it touched or kept"),
+                              **_errors(400, 401, 408, 413, 415, 503)},
+            }
         },
         "/book/{symbol}": {
             "get": {

@@ -252,3 +252,35 @@ async def test_a_quote_sends_private_updates_and_cancel_on_disconnect_takes_it(s
                 if not listed["orders"]:
                     break
                 await asyncio.sleep(0.05)
+
+
+async def test_order_updates_come_as_lists_when_asked_and_one_by_one_otherwise(server: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as s:
+        listed = Ws(await s.ws_connect(server.ws_url + "?token=mm&updates=lists"))
+        hello = json.loads((await listed.ws.receive()).data)
+        assert hello["updates"] == "lists"
+        each = await connect(s, server, "mm")
+        got = await listed.ask({"op": "batch", "ops": [order("buy", 90 - i, 1) for i in range(5)]})
+        ids = [r["body"]["orderId"] for r in got["results"]]
+
+        async def updates(ws: Ws, kind: str) -> list[int]:
+            seen: list[int] = [m for msg in ws.seen if msg["type"] == kind
+                               for m in ([o["orderId"] for o in msg["orders"]] if kind == "orders"
+                                         else [msg["order"]["orderId"]])]
+            async with asyncio.timeout(30):
+                while len(seen) < len(ids):
+                    msg = json.loads((await ws.ws.receive()).data)
+                    if msg["type"] == "orders":
+                        seen += [o["orderId"] for o in msg["orders"]]
+                    elif msg["type"] == "order":
+                        seen.append(msg["order"]["orderId"])
+            return seen
+
+        assert await updates(listed, "orders") == ids
+        assert await updates(each, "order") == ids
+        assert not [m for m in listed.seen if m["type"] == "order"]
+        await listed.ws.send_json({"op": "auth", "token": "mm", "updates": "some"})
+        async with asyncio.timeout(30):
+            while (msg := json.loads((await listed.ws.receive()).data))["type"] != "error":
+                pass
+        assert msg["field"] == "updates"

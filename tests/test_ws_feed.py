@@ -18,8 +18,8 @@ import pytest
 from helpers.wait import turns, until
 
 from server_process import ServerProcess
-from tickflow.core.types import LevelChange, Outcome, Trade
-from tickflow.net.exchange.fanout import Feed, Subscriber
+from tickflow.core.types import LevelChange, OrderState, Outcome, Trade
+from tickflow.net.exchange.fanout import UPDATE_LIST, Feed, Subscriber
 from tickflow.net.exchange.mirror import PART_LEVELS, PART_TRADES
 from tickflow.net.gateway.websocket import write_loop
 
@@ -241,6 +241,24 @@ async def test_nothing_is_sent_between_the_parts_of_a_message() -> None:
     sub.wake.set()
     await writer
     assert sent == ["snapshot", "update", "update", "update", "result"]
+
+
+def test_order_updates_as_lists_come_one_message_per_batch_and_account_cut_at_the_list_size() -> None:
+    feed = Feed()
+    feed.add_symbol("X", 0)
+    lists, each, other = Subscriber(feed), Subscriber(feed), Subscriber(feed)
+    feed.authenticate(lists, "a", "lists")
+    feed.authenticate(each, "a", True)
+    feed.authenticate(other, "b", "lists")
+    n = 2 * UPDATE_LIST + 5
+    cancelled = [OrderState(i, None, "a", "X", "buy", "limit", 100, 1, "gtc", False, "cancelled", 0, 1, [], None, 1, 1)
+                 for i in range(1, n + 1)]
+    feed.publish([Outcome(1, None, None, [], [], cancelled)])  # type: ignore[arg-type]
+    messages = [json.loads(m) for m in lists.private]
+    assert [len(m["orders"]) for m in messages] == [UPDATE_LIST, UPDATE_LIST, 5]
+    assert [o["orderId"] for m in messages for o in m["orders"]] == list(range(1, n + 1))
+    assert [json.loads(m)["order"]["orderId"] for m in each.private] == list(range(1, n + 1))
+    assert not other.private
 
 
 async def test_snapshot_then_updates_reproduce_the_book_and_the_trades(server: ServerProcess) -> None:

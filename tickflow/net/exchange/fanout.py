@@ -11,7 +11,7 @@ import logging
 from collections import deque
 from typing import Any, Callable, Iterable
 
-from tickflow.core.types import LevelChange, Outcome
+from tickflow.core.types import LevelChange, OrderState, Outcome
 from tickflow.net.exchange.mirror import BookMirror, Message
 from tickflow.net.wire.answers import encode
 
@@ -31,6 +31,9 @@ many updates of its own orders may wait for a client whose socket has taken noth
 more may wait for one that reads: one order sweeping thousands of an account's orders queues an update
 for each at once."""
 STALL = 2.0
+UPDATE_LIST = 1000
+"""The most order updates one `orders` message carries: a sweep of many more comes as several, each well
+under what a client reads in one message."""
 MAX_KEPT_BYTES = 64 << 20
 """Bytes of answers and own-order updates that may wait for a client, however it reads, before it is
 closed (1008): a sweep of 100,000 of one account's orders queues about 35 MB of updates."""
@@ -44,6 +47,8 @@ class Subscriber:
         """Closes the connection with a code and a reason (the gateway's); None where there is none (tests)."""
         self.symbols: set[str] = set()
         self.account: str | None = None
+        self.update_lists = False
+        """The account's order updates come as lists, one message per durable batch (`"updates": "lists"`)."""
         # Feed data: (its symbol, or None, a message or a message in parts sent together, its size).
         self.buffer: deque[tuple[str | None, Message, int]] = deque()
         self.buffered = 0
@@ -222,12 +227,33 @@ class Feed:
                 message = update.message()
                 for sub in subs:
                     sub.send(update.symbol, message)
+        if private:
+            self._publish_private(private)
+
+    def _publish_private(self, private: list[OrderState]) -> None:
+        """Each account's order updates to its connections: one `order` message per update, or, for those
+        that asked for lists, `orders` messages of up to UPDATE_LIST of them (one per durable batch)."""
+        by_account: dict[str, list[OrderState]] = {}
         for state in private:
-            listeners = self.by_account.get(state.account)
-            if listeners:
-                encoded = encode({"type": "order", "order": state})
-                for sub in listeners:
-                    sub.private_update(encoded)
+            by_account.setdefault(state.account, []).append(state)
+        for account, states in by_account.items():
+            listeners = self.by_account.get(account)
+            if not listeners:
+                continue
+            each: list[bytes] | None = None
+            lists: list[bytes] | None = None
+            for sub in listeners:
+                if sub.update_lists:
+                    if lists is None:
+                        lists = [encode({"type": "orders", "orders": states[i:i + UPDATE_LIST]})
+                                 for i in range(0, len(states), UPDATE_LIST)]
+                    for message in lists:
+                        sub.private_update(message)
+                else:
+                    if each is None:
+                        each = [encode({"type": "order", "order": state}) for state in states]
+                    for message in each:
+                        sub.private_update(message)
 
     def add_symbol(self, symbol: str, seq: int) -> None:
         self.mirror.add_symbol(symbol, seq)
@@ -273,9 +299,9 @@ class Feed:
         sub.forget(symbol)
         self.by_symbol.get(symbol, set()).discard(sub)
 
-    def authenticate(self, sub: Subscriber, account: str | None, updates: bool = True) -> None:
-        """Name the connection's account (None signs it out); with `updates` it also receives its
-        orders' changes."""
+    def authenticate(self, sub: Subscriber, account: str | None, updates: bool | str = True) -> None:
+        """Name the connection's account (None signs it out); with `updates` (True, or "lists") it also
+        receives its orders' changes."""
         if sub.account is not None:
             subs = self.by_account.get(sub.account)
             if subs:
@@ -283,6 +309,7 @@ class Feed:
                 if not subs:
                     del self.by_account[sub.account]
         sub.account = account
+        sub.update_lists = updates == "lists"
         if account is not None and updates:
             self.by_account.setdefault(account, set()).add(sub)
 

@@ -258,8 +258,9 @@ class ExchangeService:
     def unsubscribe(self, sub: Subscriber, symbol: str) -> None:
         self._feed.unsubscribe(sub, symbol)
 
-    def authenticate(self, sub: Subscriber, account: str | None, updates: bool = True) -> None:
-        """Name the connection's account (None signs it out); with `updates` it also gets its orders' changes."""
+    def authenticate(self, sub: Subscriber, account: str | None, updates: bool | str = True) -> None:
+        """Name the connection's account (None signs it out); with `updates` (True, or "lists": one message
+        per durable batch) it also gets its orders' changes."""
         self._feed.authenticate(sub, account, updates)
 
     # ------------------------------------------------------------------ stopping

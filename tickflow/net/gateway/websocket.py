@@ -153,14 +153,15 @@ class _WsSession:
         """Sign the connection in; a failed attempt leaves it signed out, never as the account it had,
         and disarms cancel on disconnect (which belongs to a sign-in)."""
         account = self.ex.account(token) if isinstance(token, str) else None
-        if account is None or not isinstance(updates, bool) or not isinstance(cancel_on_disconnect, bool):
+        updates_ok = isinstance(updates, bool) or updates == "lists"
+        if account is None or not updates_ok or not isinstance(cancel_on_disconnect, bool):
             self._sign_out()
             if account is None:
                 if isinstance(token, str) and token:
                     self.ex.sign_in_failures.failed(self.peer, "WebSocket auth")
                 self.error("unknown token", op="auth")
-            elif not isinstance(updates, bool):
-                self.error("updates must be true or false", op="auth", field="updates")
+            elif not updates_ok:
+                self.error('updates must be true, false or "lists"', op="auth", field="updates")
             else:
                 self.error("cancelOnDisconnect must be true or false", op="auth", field="cancelOnDisconnect")
             return

@@ -26,6 +26,7 @@ from tickflow.net.exchange.startup import StartupError, start_exchange
 from tickflow.net.gateway.app import close_websockets, make_app
 from tickflow.net.gateway.auth import Accounts
 from tickflow.net.gateway.logburst import LogBurst
+from tickflow.net.gateway.ratelimit import MAX_ORDER_RATE, OrderRate
 from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
 from tickflow.net.gateway.security import origin_argument
 from tickflow.net.wire.args import port_number
@@ -113,6 +114,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "(default %(default)s)")
     p.add_argument("--keep-snapshots", type=_positive_int, default=KEEP_SNAPSHOTS, metavar="K",
                    help="snapshots kept in the data directory (default %(default)s)")
+    p.add_argument("--max-order-rate", type=_whole_number, default=MAX_ORDER_RATE, metavar="N",
+                   help=f"new orders, amends and quotes a second one account may send, as many at once at most "
+                        f"(default {MAX_ORDER_RATE}; 0: no limit); past it: 429 with Retry-After, nothing logged. "
+                        "Cancels are never limited")
     p.add_argument("--max-websockets", type=_positive_int, default=MAX_WEBSOCKETS, metavar="N",
                    help="WebSocket connections open at once; more are answered 503 (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
@@ -303,7 +308,8 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         await service.add_symbol(symbol)
 
     gateway = Gateway(service, accounts, body_timeout=args.body_timeout, max_websockets=args.max_websockets,
-                      allowed_origins=frozenset(args.allow_origin), warning=warning)
+                      allowed_origins=frozenset(args.allow_origin), warning=warning,
+                      order_rate=OrderRate(args.max_order_rate))
     if args.web:
         gateway.web_dir = Path(args.web)
     # aiohttp's own default keeps an idle connection an hour: enough idle sockets would use up the

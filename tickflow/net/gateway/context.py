@@ -12,6 +12,7 @@ from aiohttp import web
 
 from tickflow.net.exchange.service import ExchangeService
 from tickflow.net.gateway.auth import Accounts, SignInFailures
+from tickflow.net.gateway.ratelimit import OrderRate
 from tickflow.net.gateway.static import default_web_dir
 
 BODY_TIMEOUT = 10.0
@@ -36,6 +37,8 @@ class Gateway:
     warning: str | None = None
     """What /health warns of (open accounts on an address other machines can reach)."""
     sign_in_failures: SignInFailures = field(default_factory=SignInFailures)
+    order_rate: OrderRate = field(default_factory=OrderRate)
+    """Each account's order rate (`--max-order-rate`), checked before a command is queued."""
     websockets: int = 0
     """WebSocket requests being served, from before the handshake to the close."""
     open_sockets: set[web.WebSocketResponse] = field(default_factory=set)

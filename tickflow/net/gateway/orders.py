@@ -62,7 +62,7 @@ async def execute_batch(service: ExchangeService, account: str, ops: list[dict[s
 
 async def post_batch(request: web.Request) -> web.Response:
     """POST /batch {"ops": [...]}: up to 256 order operations, sequenced one after another."""
-    service = request.app[GATEWAY].service
+    gateway = request.app[GATEWAY]
     account = inputs.account(request)
     data = await inputs.body(request)
     if not isinstance(data, dict):
@@ -70,7 +70,9 @@ async def post_batch(request: web.Request) -> web.Response:
     extra = [k for k in data if k != "ops"]
     if extra:
         raise BadRequest(f"unknown field {brief(extra[0])}: POST /batch takes ops", cut(extra[0]))
-    results = await execute_batch(service, account, batches.batch_ops(data.get("ops")))
+    ops = batches.batch_ops(data.get("ops"))
+    gateway.order_rate.take(account, batches.rated(ops))
+    results = await execute_batch(gateway.service, account, ops)
     return json_response(b'{"results":' + answers.results(results) + b"}")
 
 
@@ -80,6 +82,7 @@ async def put_quote(request: web.Request) -> web.Response:
     account = inputs.account(request)
     symbol = request.match_info["symbol"]
     command = batches.quote(account, symbol, await inputs.body(request), service.order_symbols)
+    request.app[GATEWAY].order_rate.take(account)
     status, body = await execute(service, command, lambda outcome: answers.answer_quote(symbol, outcome))
     return json_response(body, status)
 
@@ -88,6 +91,7 @@ async def post_order(request: web.Request) -> web.Response:
     service = request.app[GATEWAY].service
     account = inputs.account(request)
     command = requests.new_order(account, await inputs.body(request), service.order_symbols)
+    request.app[GATEWAY].order_rate.take(account)
     status, body = await execute(service, command)
     return json_response(body, status)
 
@@ -119,6 +123,7 @@ async def patch_order(request: web.Request) -> web.Response:
     account = inputs.account(request)
     order_id = requests.order_id(request.match_info["order_id"])
     command = requests.amend(account, order_id, await inputs.body(request))
+    request.app[GATEWAY].order_rate.take(account)
     status, body = await execute(service, command)
     return json_response(body, status)
 

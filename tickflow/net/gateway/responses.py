@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import zlib
 from typing import Any, Awaitable, Callable
 
@@ -55,6 +56,8 @@ async def errors(request: web.Request, handler: Callable[[web.Request], Awaitabl
         return response
     except BadRequest as e:
         response = json_response(e.body(), e.status)
+        if e.retry_after is not None:
+            response.headers["Retry-After"] = str(max(1, math.ceil(e.retry_after)))
         if e.status == 415:
             response.headers["Accept-Encoding"] = ", ".join(("identity", *CODINGS))
         if e.status == 408:  # the rest of that body may still come: answer, then close at once

@@ -262,6 +262,8 @@ class _WsSession:
             return
         try:
             command = self._command(op, self.sub.account, message)  # type: ignore[arg-type]
+            if op in batches.RATED:
+                self.ex.order_rate.take(self.sub.account)  # type: ignore[arg-type]
         except BadRequest as e:
             self._result(request_id, e.status, encode(e.body()))
             return
@@ -278,13 +280,14 @@ class _WsSession:
             extra = _unknown(message, ())
             if extra is not None:
                 raise BadRequest(f"unknown field {brief(extra)} for batch: it takes id and ops", cut(extra))
+            if not self._may_send(request_id, len(ops)):
+                return
+            self.ex.order_rate.take(self.sub.account, batches.rated(ops))  # type: ignore[arg-type]
         except BadRequest as e:
             if self.sub.account is None:  # signed out is the first thing to say
                 self._may_send(request_id, 1)
             else:
                 self._result(request_id, e.status, encode(e.body()))
-            return
-        if not self._may_send(request_id, len(ops)):
             return
         self.in_flight += len(ops)
         asyncio.ensure_future(self._submit_batch(request_id, self.sub.account, ops))  # type: ignore[arg-type]

@@ -30,6 +30,15 @@ def batch_ops(ops: Any) -> list[dict[str, Any]]:
     return ops
 
 
+RATED = ("order", "amend", "quote")
+"""The ops that count against an account's order rate: cancels never do, so an account can always get out."""
+
+
+def rated(ops: list[dict[str, Any]]) -> int:
+    """How many of a batch's ops count against the order rate."""
+    return sum(1 for op in ops if op["op"] in RATED)
+
+
 def command(op: str, account: str, message: dict[str, Any], symbols: Container[str]) -> Command:
     """One order operation (`message` without its `op` and `id`) as the command it asks for."""
     if op == "order":

@@ -25,14 +25,14 @@ async def serve_file(request: web.Request, root: Path) -> web.StreamResponse:
     """The file of `root` the request's path names.
 
     Routed for every method, so that a path no route knows answers 404 whatever the method; a path
-    some route knows, asked with a method it does not take, still answers 405 with `Allow`."""
-    if request.method not in ("GET", "HEAD"):
-        allowed: set[str] = set()
-        for resource in request.app.router.resources():
-            if resource is not request.match_info.route.resource:
-                allowed |= (await resource.resolve(request))[1]
-        if allowed:
-            raise web.HTTPMethodNotAllowed(request.method, allowed)
+    some route knows, asked with a method it does not take (a GET of POST /batch too), still answers 405
+    with `Allow`."""
+    allowed: set[str] = set()
+    for resource in request.app.router.resources():
+        if resource is not request.match_info.route.resource:
+            allowed |= (await resource.resolve(request))[1]
+    if allowed:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
     root = root.resolve()
     name = request.match_info.get("path") or "index.html"
     try:

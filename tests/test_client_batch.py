@@ -14,7 +14,8 @@ from helpers.wait import turns, until
 
 from tickflow.net.client import ApiError, ClientState, Op, OpResult, Order, ProtocolError, Quote, ops
 from tickflow.net.client.calls import MAX_IN_FLIGHT, OrderEntry, Slots
-from tickflow.net.wire.messages import ConnState, Result, Results, server_message
+from tickflow.net.client import OrderChanged
+from tickflow.net.wire.messages import ConnState, OrdersMsg, Result, Results, server_message
 
 
 class Wire(OrderEntry):
@@ -212,3 +213,28 @@ async def test_a_refused_quote_raises() -> None:
 def test_op_result_is_a_plain_value() -> None:
     result = OpResult(ops.cancel(1), 404, error=ApiError(404, {"error": "unknown order", "code": "unknown_order"}))
     assert not result.ok and result.error is not None and result.error.message == "unknown order"
+
+
+# ---------------------------------------------------------------- updates as lists, rate limits
+
+
+def test_updates_as_lists_are_taken_as_if_each_came_alone() -> None:
+    """A connection signed in with updates="lists" gets one `orders` message per durable batch: each order
+    in it is tracked and reported in order, as its own update would have been."""
+    state = ClientState()
+    state.orders.track(as_order(order_body(5, seq=2)))
+    msg = server_message(json.dumps({"type": "orders", "orders": [
+        order_body(5, "cancelled", seq=9, reason="replaced_by_quote"), order_body(6, seq=9), order_body(7, seq=9)]}))
+    assert isinstance(msg, OrdersMsg)
+    outs = state.receive(msg)
+    assert [o.order.order_id for o in outs if isinstance(o, OrderChanged)] == [5, 6, 7]
+    assert set(state.orders.open) == {6, 7} and state.last_seq == 9
+    auth = server_message('{"type": "auth", "account": "mm", "updates": "lists"}')
+    assert getattr(auth, "updates") == "lists"
+
+
+def test_a_rate_limited_answer_says_when_to_send_again() -> None:
+    limited = ApiError(429, {"error": "over the order rate", "code": "rate_limited", "retryAfter": 0.25})
+    assert limited.code == "rate_limited" and limited.retry_after == 0.25
+    assert ApiError(404, {"error": "unknown order"}).retry_after is None
+    assert ApiError(500, "not json").retry_after is None

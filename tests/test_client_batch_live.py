@@ -12,7 +12,7 @@ import pytest
 from helpers.wait import until
 
 from tickflow.demo import ServerProcess
-from tickflow.net.client import ApiError, Client, Op, Order, Session, ops
+from tickflow.net.client import ApiError, Client, Op, Order, OrderChanged, Session, ops
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +165,24 @@ async def test_quote_orders_trade_like_any_and_the_makers_session_sees_the_fill(
         kept = [o for o in requote.orders if o.price == 11_001 and o.is_open]
         assert len(kept) == 1 and kept[0].remaining_qty == 5 and kept[0].filled_qty == 5
         await maker.cancel_all("ACME")
+
+
+async def test_a_session_with_updates_as_lists_follows_its_quotes_and_their_fills(server: ServerProcess) -> None:
+    """Signed in with updates="lists": the quote's orders, and the fills the maker did not cause, come as
+    `orders` lists; the session reports each as an OrderChanged and holds the orders as they are."""
+    async with Session(server.url, "quote-lists", updates="lists") as maker, \
+            Client(server.url, "quote-lists-taker") as taker:
+        changed: list[Order] = []
+        maker.add_listener(lambda e: changed.append(e.order) if isinstance(e, OrderChanged) else None)
+        quote = await maker.quote("GAMMA", bids=[(500, 5)], asks=[(700, 5), (701, 5)])
+        ids = {o.order_id for o in quote.orders}
+        await until(lambda: ids <= {o.order_id for o in changed}, message="the quote's orders as updates")
+        await taker.place_order("GAMMA", "buy", 5, 700, tif="ioc")
+        filled = next(o.order_id for o in quote.orders if o.price == 700)
+        await until(lambda: any(o.order_id == filled and o.status == "filled" for o in changed),
+                    message="the fill of the quote order as an update")
+        assert set(maker.orders) == ids - {filled}
+        await maker.cancel_all("GAMMA")
 
 
 # ---------------------------------------------------------------- over HTTP

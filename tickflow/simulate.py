@@ -41,6 +41,7 @@ from tickflow.net.client import (
     Session,
     SymbolInfo,
     TickflowError,
+    Updates,
 )
 from tickflow.net.wire.tokens import TokensError, read_tokens
 
@@ -115,6 +116,9 @@ class Fair:
 class Trader:
     """One simulated account with its own WebSocket session."""
 
+    updates: Updates = True
+    """The private updates its session signs in for."""
+
     def __init__(self, name: str, url: str, symbols: list[str], fair: dict[str, Fair], stats: Stats,
                  rng: random.Random, *, subscribe: bool, token: str | None = None,
                  cancel_on_disconnect: bool = False) -> None:
@@ -124,7 +128,7 @@ class Trader:
         self.stats = stats
         self.rng = rng
         self.symbols = symbols
-        self.session = Session(url, token or name, symbols=symbols if subscribe else (),
+        self.session = Session(url, token or name, symbols=symbols if subscribe else (), updates=self.updates,
                                cancel_on_disconnect=cancel_on_disconnect)
 
     @property
@@ -167,8 +171,10 @@ class Trader:
 class MarketMaker(Trader):
     """Quotes `levels` prices a side, one tick apart, around its symbol's fair mid; every act re-quotes one
     symbol with a mass quote. Sizes mostly stay from one quote to the next (those levels keep their
-    place in the queue); one level a side is re-drawn each time, and a mid that moved moves the ladder."""
+    place in the queue); one level a side is re-drawn each time, and a mid that moved moves the ladder.
+    A quote changes up to ten orders at once: its session takes their updates as lists."""
 
+    updates: Updates = "lists"
     levels = 5
     sizes_drawn = (1, 2, 5, 10, 10, 20, 25, 50)
 

@@ -88,6 +88,7 @@ from tickflow.net.wire.messages import (
     SymbolInfo,
     Tif,
     Trade,
+    Updates,
 )
 
 __all__ = [
@@ -99,7 +100,7 @@ __all__ = [
     "ClientState", "OrderTracker", "CLOSED_MEMORY",
     # wire types
     "Order", "Fill", "Trade", "AccountFill", "Level", "Book", "BookLevel", "Bar", "SymbolInfo", "Health",
-    "Side", "OrderType", "Tif", "Status", "Liquidity", "ConnState", "OPEN_STATUSES",
+    "Side", "OrderType", "Tif", "Status", "Liquidity", "ConnState", "Updates", "OPEN_STATUSES",
     # events
     "Event", "StateChanged", "BookChanged", "TradesReceived", "OrderChanged", "GapDetected", "Resynced",
     "ServerError", "ServerChanged",

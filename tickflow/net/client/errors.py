@@ -38,10 +38,19 @@ class ApiError(TickflowError):
 
     @property
     def code(self) -> str | None:
-        """The matching engine's reason, when it refused the command: `not_open`, `unknown_order`,
-        `nothing_to_amend`, `post_only_would_take`, `duplicate_client_order_id`, ..."""
+        """The reason a program can test, when the server gives one: the matching engine's (`not_open`,
+        `unknown_order`, `nothing_to_amend`, `post_only_would_take`, `duplicate_client_order_id`, ...)
+        and a few found before it (`rate_limited`, a quote's `crossed_quote`, `repeated_price`,
+        `too_many_levels`)."""
         code = self.body.get("code") if isinstance(self.body, dict) else None
         return code if isinstance(code, str) else None
+
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds to wait before sending again, when the server says (429 `rate_limited`: over the
+        account's order rate; nothing was queued)."""
+        wait = self.body.get("retryAfter") if isinstance(self.body, dict) else None
+        return float(wait) if isinstance(wait, (int, float)) and not isinstance(wait, bool) else None
 
     @property
     def order(self) -> Order | None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import msgspec
 
+from tickflow.net.client.backoff import Backoff
 from tickflow.net.client.catchup import missed_trades, orders_now, other_server, read_log_started
 from tickflow.net.client.calls import MAX_IN_FLIGHT, OrderEntry
 from tickflow.net.client.errors import AuthFailed, ConnectionLost, NotConnected, TickflowError
@@ -35,7 +34,18 @@ from tickflow.net.client.state import (
     ServerError,
     StateChanged,
 )
-from tickflow.net.wire.messages import AuthMsg, ConnState, ErrorMsg, Order, Pong, Result, Results, Trade, server_message
+from tickflow.net.wire.messages import (
+    AuthMsg,
+    ConnState,
+    ErrorMsg,
+    Order,
+    Pong,
+    Result,
+    Results,
+    Trade,
+    Updates,
+    server_message,
+)
 
 __all__ = ["Session", "Backoff", "MAX_IN_FLIGHT", "MAX_MESSAGE"]
 
@@ -47,22 +57,6 @@ cannot make a client hold any amount of memory for one message. Market data come
 against some 100,000 orders at once (and its own-order update) is bigger, and ends the connection (1009),
 as does the answer to a cancel-all of some 13,000 orders or more (`Client.cancel_all` has no such bound)."""
 _json = msgspec.json.Decoder()
-
-
-@dataclass
-class Backoff:
-    """Exponential backoff with jitter: attempt n waits `min(maximum, initial * factor**n)`, less up to
-    `jitter` of it at random, so clients that lost the same server do not all return at once."""
-
-    initial: float = 0.2
-    maximum: float = 5.0
-    factor: float = 2.0
-    jitter: float = 0.5
-    rng: random.Random = field(default_factory=random.Random)
-
-    def delay(self, attempt: int) -> float:
-        base = min(self.maximum, self.initial * self.factor ** min(attempt, 32))
-        return base * (1.0 - self.jitter * self.rng.random())
 
 
 class Session(OrderEntry):
@@ -78,7 +72,8 @@ class Session(OrderEntry):
     are fetched over HTTP (beside the socket, so order answers are not held up) so `TradesReceived` has
     no holes, and after a reconnection or a slow-consumer resync the account's orders are read again, so
     an order that changed meanwhile (a fill, say) gives an `OrderChanged`. `updates=False` asks the
-    server for no private updates (no `OrderChanged`): for a script that needs only its own answers.
+    server for no private updates (no `OrderChanged`): for a script that needs only its own answers;
+    `updates="lists"` for the same updates gathered, one message per durable batch (for batches and quotes).
 
     `cancel_on_disconnect=True` (needs a token) asks the server to cancel every open order of the
     account (in every symbol, also those placed over HTTP or other connections) when this connection
@@ -95,7 +90,7 @@ class Session(OrderEntry):
     """
 
     def __init__(self, url: str, token: str | None = None, *, symbols: Iterable[str] = (),
-                 updates: bool = True, cancel_on_disconnect: bool = False, reconnect: bool = True,
+                 updates: Updates = True, cancel_on_disconnect: bool = False, reconnect: bool = True,
                  backoff: Backoff | None = None, heartbeat: float = 5.0, request_timeout: float = 10.0,
                  connect_timeout: float = 5.0, http: aiohttp.ClientSession | None = None) -> None:
         super().__init__(request_timeout)
@@ -412,8 +407,8 @@ class Session(OrderEntry):
             held.log_started = await read_log_started(self.http, self._request_timeout)
         if self.token:
             auth: dict[str, Any] = {"op": "auth", "token": self.token}
-            if not self.updates:
-                auth["updates"] = False
+            if self.updates is not True:
+                auth["updates"] = self.updates
             if self.cancel_on_disconnect:
                 auth["cancelOnDisconnect"] = True
             await self._send(auth)

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tickflow.net.client.book import LocalBook
-from tickflow.net.wire.messages import ConnState, Health, Order, OrderMsg, Resync, Snapshot, Trade, Update
+from tickflow.net.wire.messages import ConnState, Health, Order, OrderMsg, OrdersMsg, Resync, Snapshot, Trade, Update
 
 __all__ = [
     "LocalBook", "OrderTracker", "ClientState", "CLOSED_MEMORY",
@@ -264,8 +264,8 @@ class ClientState:
 
     # ---- messages
 
-    def receive(self, msg: Snapshot | Update | OrderMsg | Resync) -> list[Out]:
-        """Take one market-data message, private update or resync."""
+    def receive(self, msg: Snapshot | Update | OrderMsg | OrdersMsg | Resync) -> list[Out]:
+        """Take one market-data message, private update (or list of them) or resync."""
         if isinstance(msg, Update):
             return self._update(msg)
         if isinstance(msg, Snapshot):
@@ -274,6 +274,11 @@ class ClientState:
             self.last_seq = max(self.last_seq, msg.order.seq)
             self.orders.track(msg.order)
             return [OrderChanged(msg.order)]
+        if isinstance(msg, OrdersMsg):  # the same, gathered: each reported as if it came alone
+            for order in msg.orders:
+                self.last_seq = max(self.last_seq, order.seq)
+                self.orders.track(order)
+            return [OrderChanged(order) for order in msg.orders]
         # The server dropped the market data it had queued for us; snapshots follow. Private updates are
         # never dropped, but the orders are read again all the same (an older server dropped them).
         self.stale()

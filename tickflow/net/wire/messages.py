@@ -14,15 +14,19 @@ import msgspec
 from tickflow.core.types import Liquidity, OrderType, Side, Status, Tif
 
 __all__ = [
-    "Side", "OrderType", "Tif", "Status", "Liquidity", "ConnState", "OPEN_STATUSES",
+    "Side", "OrderType", "Tif", "Status", "Liquidity", "ConnState", "Updates", "OPEN_STATUSES",
     "Fill", "Order", "Trade", "AccountFill", "Level", "BookLevel", "Book", "Bar", "SymbolInfo", "Health",
     "OrderList", "SymbolList", "OpAnswer", "BatchAnswer", "Quote",
-    "Snapshot", "Update", "Result", "Results", "OrderMsg", "AuthMsg", "Resync", "ErrorMsg", "Pong", "ServerMessage",
-    "server_message",
+    "Snapshot", "Update", "Result", "Results", "OrderMsg", "OrdersMsg", "AuthMsg", "Resync", "ErrorMsg", "Pong",
+    "ServerMessage", "server_message",
 ]
 
 ConnState = Literal["connecting", "connected", "reconnecting", "closed"]
 """A client session's connection, as its `StateChanged` events report it."""
+
+Updates = bool | Literal["lists"]
+"""The private updates a WebSocket signs in for: each change its own message (True), none (False), or
+gathered into one `orders` message per durable batch ("lists")."""
 
 OPEN_STATUSES = frozenset({"new", "partially_filled"})
 """The statuses of an order still resting on the book."""
@@ -266,11 +270,18 @@ class OrderMsg(msgspec.Struct, tag_field="type", tag="order"):
     order: Order
 
 
+class OrdersMsg(msgspec.Struct, tag_field="type", tag="orders"):
+    """Private updates as a list (a connection signed in with `updates: "lists"`): every change to the
+    account's orders in one durable batch of the log, in order (at most 1,000 a message)."""
+
+    orders: list[Order]
+
+
 class AuthMsg(msgspec.Struct, tag_field="type", tag="auth", rename="camel"):
     """The token was taken: the account it names, and what the connection was armed with."""
 
     account: str
-    updates: bool = True
+    updates: Updates = True
     cancel_on_disconnect: bool = False
 
 
@@ -292,7 +303,7 @@ class Pong(msgspec.Struct, tag_field="type", tag="pong"):
     """The answer to `{"op": "ping"}`."""
 
 
-ServerMessage = Snapshot | Update | Result | Results | OrderMsg | AuthMsg | Resync | ErrorMsg | Pong
+ServerMessage = Snapshot | Update | Result | Results | OrderMsg | OrdersMsg | AuthMsg | Resync | ErrorMsg | Pong
 """Every message the server sends on a WebSocket."""
 
 server_message = msgspec.json.Decoder(ServerMessage).decode

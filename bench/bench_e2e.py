@@ -10,8 +10,8 @@ flight (the same mix: 90% orders, 10% cancels of the connection's earlier orders
 answer; a batched round places 4x the orders of a single-order round. The quoting row (`quote`, group
 commit): 8 makers each re-quote 10 levels a side (one mass quote) as soon as the last is answered,
 while 8 takers send IOC orders against them, one in flight each. Beside them, the in-process sequencer
-with `none` at 256 submitters (bench_commit.py, run first, before the servers start), for the bar
-"batched WebSocket with group commit at least 0.5x of it". The load generator is a separate process with minimal raw HTTP and WebSocket clients
+with `none` at 256 submitters (bench_commit.py, in a process of its own, taking its turn in each round),
+for the bar "batched WebSocket with group commit at least 0.5x of it". The load generator is a separate process with minimal raw HTTP and WebSocket clients
 (no aiohttp on the client side), so the server, not the client, is what is measured. The same run
 measures a bare aiohttp endpoint that parses the same JSON with the same validation and answers
 without touching the engine, the log or the feed, so the ratio shows what the exchange adds.
@@ -53,8 +53,11 @@ QUOTE_LEVELS = 10
 """Levels a side of each mass quote."""
 QUOTE_TAKERS = 8
 INPROCESS = [sys.executable, str(ROOT / "bench" / "bench_commit.py"), "--json", "--submitters", "256",
-             "--commands", "100000", "--order-commands", "20", "--rounds", "2"]
-"""The in-process reference: the sequencer and log alone, 256 submitters (its `none` row is the one used)."""
+             "--order-commands", "1", "--rounds", "1", "--commands"]
+"""The in-process reference, one round of it: the sequencer and log alone, 256 submitters, in a process of
+its own (its `none` row is the one used; `group` comes with it), followed by the commands a round measures."""
+INPROCESS_WORK = 8
+"""An in-process round runs this many times the orders of a single-order round (it is that much faster)."""
 
 
 # ------------------------------------------------------------------ the orders
@@ -383,14 +386,26 @@ def measure(proc: tuple[subprocess.Popen[bytes], int], transport: str, per_clien
     return row
 
 
-def inprocess_reference() -> dict[str, Any]:
-    """The in-process sequencer and log with `none` at 256 submitters (bench_commit.py's row), measured now."""
-    out = subprocess.run(INPROCESS, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+def inprocess_round(commands: int) -> dict[str, Any]:
+    """One round of the in-process sequencer and log with `none` at 256 submitters (bench_commit.py's row)."""
+    cmd = [*INPROCESS, str(commands)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     result = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
     none = next(m for m in result["modes"] if m["mode"] == "none")
-    return {"submitters": result["submitters"], "orders_per_s": none["commands_per_s"], "p50_ms": none["p50_ms"],
-            "p99_ms": none["p99_ms"], "p999_ms": none["p999_ms"],
-            "command": " ".join(["python", *INPROCESS[1:]]).replace(str(ROOT) + "/", "")}
+    return {"submitters": result["submitters"], "orders": none["commands"], "seconds": none["seconds"],
+            "orders_per_s": none["commands_per_s"], "p50_ms": none["p50_ms"], "p99_ms": none["p99_ms"],
+            "p999_ms": none["p999_ms"], "command": " ".join(["python", *cmd[1:]]).replace(str(ROOT) + "/", "")}
+
+
+def inprocess_merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The in-process rounds as one figure: total over total time; latencies the median of the rounds'."""
+    orders, seconds = sum(p["orders"] for p in parts), sum(p["seconds"] for p in parts)
+    row = {"submitters": parts[0]["submitters"], "orders": orders, "seconds": round(seconds, 3),
+           "orders_per_s": round(orders / seconds), "rounds": len(parts),
+           "command": parts[0]["command"].rsplit(" ", 1)[0] + f" N (N = {parts[0]['orders']:,} a round)"}
+    for key in ("p50_ms", "p99_ms", "p999_ms"):
+        row[key] = round(statistics.median(p[key] for p in parts), 3)
+    return row
 
 
 def pairs(transports: tuple[str, ...], modes: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -412,14 +427,14 @@ def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...
     and the bare endpoint take turns over `rounds` rounds, each measuring `per_client / rounds` orders
     per client (scaled for batches and quotes), in a rotated order, so every pair sees the same stretch
     of this shared machine; a pair's figures are over all its rounds. durability=order runs once, after
-    them. With `inprocess` (and batched rows), the in-process reference is measured first."""
+    them. With `inprocess` (and batched rows), the in-process reference takes its turn in each round
+    too, in a process of its own."""
     results: dict[str, Any] = {"clients": CLIENTS, "rounds": rounds, "rows": [],
                                "batch": {"connections": BATCH_CLIENTS, "ops": BATCH_SIZE},
                                "quote": {"makers": QUOTE_MAKERS, "levels_a_side": QUOTE_LEVELS, "takers": QUOTE_TAKERS}}
-    if inprocess and "wsbatch" in transports:
-        print(f"in-process reference: {' '.join(INPROCESS)}", file=sys.stderr, flush=True)
-        results["inprocess"] = inprocess_reference()
     fast, slow = pairs(transports, modes)
+    if inprocess and "wsbatch" in transports:
+        fast.append(("inprocess", "none"))
     with tempfile.TemporaryDirectory(prefix="tickflow-bench-") as tmp:
         procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
         try:
@@ -427,16 +442,23 @@ def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...
                 procs[mode] = _start(server_command(Path(tmp) / mode, mode), Path(tmp) / f"{mode}.out")
             for transport, mode in fast + slow:
                 n = order_per_client if mode == "order" else per_client
-                measure(procs[mode], transport, max(2, n // 10), seed + 100, bare=mode == "bare")
+                if transport != "inprocess":
+                    measure(procs[mode], transport, max(2, n // 10), seed + 100, bare=mode == "bare")
             slices: dict[tuple[str, str], list[dict[str, Any]]] = {pair: [] for pair in fast}
             slice_size = max(2, per_client // rounds)
             for r in range(rounds):
                 turn = fast[r % len(fast):] + fast[:r % len(fast)]
                 for transport, mode in turn:
+                    if transport == "inprocess":
+                        slices[(transport, mode)].append(inprocess_round(slice_size * CLIENTS * INPROCESS_WORK))
+                        continue
                     slices[(transport, mode)].append(
                         measure(procs[mode], transport, slice_size, seed + r, bare=mode == "bare"))
                 print(f"round {r + 1}/{rounds}: " + ", ".join(
                     f"{t} {m} {slices[(t, m)][-1]['orders_per_s']:,}/s" for t, m in fast), file=sys.stderr, flush=True)
+            reference = slices.pop(("inprocess", "none"), None)
+            if reference:
+                results["inprocess"] = inprocess_merge(reference)
             for (transport, mode), parts in slices.items():
                 row = merge(parts)
                 row.update(transport=transport, mode=mode)
@@ -448,8 +470,8 @@ def run(per_client: int = 800, order_per_client: int = 15, modes: tuple[str, ...
                 results["rows"].append(row)
                 print(_line(row), file=sys.stderr, flush=True)
             results["ratios_by_round"] = [
-                ratios({"rows": [dict(slices[pair][r], transport=pair[0], mode=pair[1]) for pair in fast],
-                        "inprocess": results.get("inprocess")})
+                ratios({"rows": [dict(slices[pair][r], transport=pair[0], mode=pair[1]) for pair in slices],
+                        "inprocess": reference[r] if reference else None})
                 for r in range(rounds)]
         finally:
             for proc, _ in procs.values():

@@ -203,9 +203,10 @@ def batch_table(e2e: dict[str, Any]) -> list[str]:
                         f"{_ms(row['taker_p50_ms'])}, p99 {_ms(row['taker_p99_ms'])}), {row['taker_filled']:,} "
                         f"filled in {row['taker_orders']:,} orders."]
     if ref:
-        out += ["", f"The in-process row: `{ref['command']}` (its `none` row), run by bench_e2e.py just before "
-                    "the servers started. The seed's end-to-end group-commit figure, 20,318 orders/s, was measured "
-                    "on another machine: a reference, not a comparison."]
+        out += ["", f"The in-process row: `{ref['command']}` (its `none` row), run by bench_e2e.py in a process "
+                    "of its own, taking its turn in each round with the rows above (orders/s over all rounds; "
+                    "latencies the median of the rounds'). The seed's end-to-end group-commit figure, 20,318 "
+                    "orders/s, was measured on another machine: a reference, not a comparison."]
     return out
 
 

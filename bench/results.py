@@ -200,8 +200,8 @@ def batch_table(e2e: dict[str, Any]) -> list[str]:
     for row in rows:
         if row["transport"] == "quote":
             out += ["", f"The takers meanwhile: {row['taker_orders_per_s']:,} IOC orders/s (p50 "
-                        f"{_ms(row['taker_p50_ms'])}, p99 {_ms(row['taker_p99_ms'])}), {row['taker_filled']:,} "
-                        f"filled in {row['taker_orders']:,} orders."]
+                        f"{_ms(row['taker_p50_ms'])}, p99 {_ms(row['taker_p99_ms'])}); {row['taker_orders']:,} "
+                        f"orders took {row['taker_filled']:,} of the quoted quantity."]
     if ref:
         out += ["", f"The in-process row: `{ref['command']}` (its `none` row), run by bench_e2e.py in a process "
                     "of its own, taking its turn in each round with the rows above (orders/s over all rounds; "

@@ -110,10 +110,10 @@ def _quote_that_can_stand(case: schemathesis.Case) -> None:
     bids below the asks. The description can bound each level, not relate them: a repeated price or a crossed
     quote is refused (400 with a `code`, docs/protocol.md), which schemathesis would take for valid input
     refused. Levels that are not pairs of numbers are left alone."""
-    body = case.body
-    if case.operation.path != "/quotes/{symbol}" or not isinstance(body, dict):
+    if case.operation.path != "/quotes/{symbol}" or not isinstance(case.body, dict):
         return
-    sides = {name: body.get(name) for name in ("bids", "asks")}
+    body: dict[str, Any] = case.body
+    sides: dict[str, Any] = {name: body.get(name) for name in ("bids", "asks")}
     if not all(isinstance(levels, list) and all(isinstance(lv, list) and len(lv) == 2
                                                   and all(type(v) in (int, float) for v in lv) for lv in levels)
                for levels in sides.values()):

@@ -116,6 +116,8 @@ async def write_loop(sub: Subscriber, ws: web.WebSocketResponse) -> None:
                     await send(message if isinstance(message, bytes) else message.encode(), text)
                 sub.blocked = False
                 sub.sent += 1
+                if sub.deeper:  # a deep snapshot's slices: one per turn of the loop, not all in one
+                    await asyncio.sleep(0)
     except (ConnectionError, RuntimeError, asyncio.CancelledError):
         pass
     finally:

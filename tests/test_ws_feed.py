@@ -657,7 +657,7 @@ async def test_a_client_that_never_reads_its_answers_is_closed_not_buffered_fore
 
 
 async def test_websockets_over_the_limit_are_refused_with_a_reason_and_let_in_once_one_closes(tmp_path: Any) -> None:
-    server = ServerProcess(tmp_path / "data", extra=["--max-websockets", "2"]).start()
+    server = ServerProcess(tmp_path / "data", extra=["--max-websockets", "2", "--max-anonymous-websockets", "2"]).start()
     try:
         async with aiohttp.ClientSession() as s:
             first = await s.ws_connect(server.ws_url)

@@ -260,9 +260,15 @@ class ClientState:
         return self._last_trade.get(symbol)
 
     def parts_left(self, symbol: str) -> int:
-        """Parts still to come of the message `symbol`'s book is being sent in (0: it is whole)."""
+        """Parts still to come of the message `symbol`'s book is being sent in (0: it is whole, or a deep
+        snapshot's levels are coming, whose count is not known: `deeper_left`)."""
         parts = self._parts.get(symbol)
-        return parts.left if parts is not None else 0
+        return max(parts.left, 0) if parts is not None else 0
+
+    def deeper_left(self, symbol: str) -> bool:
+        """True while the deeper levels of `symbol`'s snapshot are still to come."""
+        parts = self._parts.get(symbol)
+        return parts is not None and parts.left < 0
 
     # ---- messages
 

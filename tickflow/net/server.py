@@ -28,6 +28,7 @@ from tickflow.net.gateway.auth import Accounts
 from tickflow.net.gateway.logburst import LogBurst
 from tickflow.net.gateway.ratelimit import MAX_ORDER_RATE, OrderRate
 from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
+from tickflow.net.gateway.room import AUTH_TIMEOUT, MAX_PER_ACCOUNT, Room, default_max_anonymous
 from tickflow.net.gateway.security import origin_argument
 from tickflow.net.wire.args import port_number
 from tickflow.net.wire.limits import SYMBOL_PATTERN
@@ -120,8 +121,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "Cancels are never limited")
     p.add_argument("--max-websockets", type=_positive_int, default=MAX_WEBSOCKETS, metavar="N",
                    help="WebSocket connections open at once; more are answered 503 (default %(default)s)")
+    p.add_argument("--max-anonymous-websockets", type=_positive_int, metavar="N",
+                   help="of those, connections not signed in (market-data viewers, and any connection before "
+                        "its sign-in); more are answered 503, so the rest stays for signed-in traders (default: "
+                        "four fifths of --max-websockets)")
+    p.add_argument("--max-websockets-per-account", type=_positive_int, default=MAX_PER_ACCOUNT, metavar="N",
+                   help="connections one account may have signed in; more are answered 429, or their sign-in "
+                        "refused (default %(default)s)")
+    p.add_argument("--auth-timeout", type=_positive_seconds, default=AUTH_TIMEOUT, metavar="SECONDS",
+                   help="close a WebSocket that neither signs in nor subscribes within this long, with 1008 "
+                        "(default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     args = p.parse_args(argv)
+    if args.max_anonymous_websockets is None:
+        args.max_anonymous_websockets = default_max_anonymous(args.max_websockets)
+    elif args.max_anonymous_websockets > args.max_websockets:
+        p.error(f"--max-anonymous-websockets {args.max_anonymous_websockets} is more than --max-websockets "
+                f"{args.max_websockets}: it is a part of them")
     if args.open_accounts and args.tokens is not None:
         p.error("--open-accounts and --tokens exclude each other: with --tokens only its tokens are accounts")
     if args.web is not None and not Path(args.web, "index.html").is_file():
@@ -308,7 +324,8 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         await service.add_symbol(symbol)
 
     gateway = Gateway(service, accounts, body_timeout=args.body_timeout, max_websockets=args.max_websockets,
-                      allowed_origins=frozenset(args.allow_origin), warning=warning,
+                      room=Room(args.max_anonymous_websockets, args.max_websockets_per_account),
+                      auth_timeout=args.auth_timeout, allowed_origins=frozenset(args.allow_origin), warning=warning,
                       order_rate=OrderRate(args.max_order_rate))
     if args.web:
         gateway.web_dir = Path(args.web)

@@ -42,6 +42,8 @@ def render_metrics(gateway: Gateway) -> str:
          counters["ws_origin_refused"]),
         ("tickflow_websocket_answers_too_large_total", "counter", "WebSocket answers over the size one may be, "
          "replaced by an error", counters["ws_replies_too_large"]),
+        ("tickflow_websocket_auth_timeouts_total", "counter", "WebSockets closed for neither signing in nor "
+         "subscribing within --auth-timeout", counters["ws_auth_timeouts"]),
         ("tickflow_websocket_resyncs_total", "counter", "slow-consumer resyncs", exchange.resyncs),
         ("tickflow_websocket_messages_total", "counter", "WebSocket messages received", counters["ws_messages"]),
         ("tickflow_websocket_buffered_bytes", "gauge", "market data waiting in subscribers' buffers",

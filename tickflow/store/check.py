@@ -26,7 +26,8 @@ from tickflow.core.snapshot import BadState, restore
 from tickflow.store import snapshots
 from tickflow.store.datadir import LOCK_FILE, WAL_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
 from tickflow.store.recovery import Recovery, recover
-from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, add_header, starts_with_record
+from tickflow.store.log.upgrade import add_header
+from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, starts_with_record
 
 TORN = 2
 CLOSED_PIPE = 141

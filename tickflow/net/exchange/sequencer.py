@@ -28,7 +28,8 @@ from tickflow.core.types import Amend, Cancel, CancelAll, Command, NewOrder, Out
 from tickflow.net.exchange.certain import nothing_to_cancel
 from tickflow.net.exchange.stats import Stats
 from tickflow.store.log.codec import decode_record, decode_records, encode_record
-from tickflow.store.log.syncer import NoSyncer, Syncer, default_syncer
+from tickflow.store.log.syncer import NoSyncer, Syncer, default_syncer, roll
+from tickflow.store.log.segments import SegmentedLog
 from tickflow.store.log.wal import MAX_PAYLOAD, Wal
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,8 @@ class _Unacked:
 
     def __init__(self, end: int, items: list[_Item], outcomes: list[Outcome]) -> None:
         self.end = end
-        """The log's size after the batch: a sync that covers this many bytes makes it durable."""
+        """The log's size after the batch (`wal.size`: bytes over every segment written since the start,
+        so ordered across rolls): a sync that covers this many bytes makes it durable."""
         self.items = items
         self.outcomes = outcomes
 
@@ -96,7 +98,7 @@ class Sequencer:
     def __init__(
         self,
         engine: Engine,
-        wal: Wal,
+        wal: Wal | SegmentedLog,
         durability: Durability | str = Durability.GROUP,
         *,
         max_batch: int = 256,
@@ -309,6 +311,8 @@ class Sequencer:
                 n = min(len(items), self.max_batch)
                 batch = [popleft() for _ in range(n)]
                 self._release_room(n)
+                if isinstance(self.wal, SegmentedLog) and self.wal.roll_due:
+                    await self._roll(self.wal)
                 if self.failed:
                     self._refuse(batch, self.failed)
                     continue
@@ -317,7 +321,7 @@ class Sequencer:
                 if done is None:
                     continue
                 if self.after_batch is not None:
-                    self.after_batch(self.seq, self.wal.size)
+                    self.after_batch(self.seq, self.wal.position)
                 if self.durability is Durability.NONE:
                     self._resolve(*done)
                 else:
@@ -338,6 +342,16 @@ class Sequencer:
         finally:
             if self.failed or self._closing:
                 self._release_room()
+
+    async def _roll(self, wal: SegmentedLog) -> None:
+        """Seal the log's segment once durable whole (`none`: by one fdatasync), then begin the next."""
+        if self.durability is not Durability.NONE:
+            await self._synced_all_future()
+        try:
+            if not self.failed:
+                roll(wal, self._syncer, self.seq + 1, sync=self.durability is Durability.NONE)
+        except Exception as e:  # LogError, OSError: no segment to write to, nothing more is taken
+            self._fail([], f"cannot begin a new log segment: {e}")
 
     def _write_and_apply(self, batch: list[_Item]) -> _Batch | None:
         """Stamp, log and match a batch; None when the log refused it (the callers have been told)."""

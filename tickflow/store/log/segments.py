@@ -126,7 +126,7 @@ class SegmentedLog:
         self._checking = checking
         self._current: Wal | None = None
         self._sealed = 0
-        """Bytes of the segments sealed since this process opened the log."""
+        """Bytes of the segments sealed since the replay (the log's sizes start at the last one's)."""
         self._replayed = 0
         self._appended = 0
         self.framed_elsewhere = 0
@@ -193,7 +193,6 @@ class SegmentedLog:
             self.replayed_segments.append((segment, wal.records, wal.size - at if at else wal.size))
             done += _size(segment.path) - at
             if not last:
-                self._sealed += wal.size
                 wal.close()
 
     def payloads(self, offset: int, count: int) -> list[memoryview]:

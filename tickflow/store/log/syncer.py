@@ -140,6 +140,7 @@ class ProcessSyncer:
     def start(self, loop: asyncio.AbstractEventLoop, done: Done) -> None:
         self._loop = loop
         self._done = done
+        self._base = self.wal.size - self.wal.position
         fd = self.wal.fileno()
         # The helper's stdin is /dev/null: a log numbered 0 (this process started with stdin closed)
         # would be covered by it, and the helper would sync /dev/null.

@@ -90,8 +90,9 @@ def test_many_segments_replay_to_the_state_one_log_gives(history: list[Command],
 
 
 def _orders(n: int) -> list[Command]:
-    return [AddSymbol("ACME")] + [NewOrder("acct", "ACME", "buy" if i % 2 else "sell", "limit", 100 + i % 5, 1 + i % 3)
-                                  for i in range(n)]
+    orders: list[Command] = [AddSymbol("ACME")]
+    return orders + [NewOrder("acct", "ACME", "buy" if i % 2 else "sell", "limit", 100 + i % 5, 1 + i % 3)
+                     for i in range(n)]
 
 
 @pytest.fixture

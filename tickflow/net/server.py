@@ -22,8 +22,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from tickflow.net.exchange.fanout import BUFFER_MESSAGES
 from tickflow.net.exchange.sequencer import Durability
 from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY
-from tickflow.store.log.segments import MIN_SEGMENT_BYTES, SEGMENT_BYTES
-from tickflow.net.exchange.startup import StartupError, start_exchange
+from tickflow.net.exchange.startup import MIN_SEGMENT_BYTES, SEGMENT_BYTES, StartupError, start_exchange
 from tickflow.net.gateway.app import close_websockets, make_app
 from tickflow.net.gateway.auth import Accounts
 from tickflow.net.gateway.logburst import LogBurst

@@ -19,13 +19,14 @@ from tickflow.net.exchange.service import ExchangeService
 from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY, Snapshotter
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.datadir import TRADES_FILE, how_to_fix
-from tickflow.store.log.segments import SEGMENT_BYTES, SegmentedLog, current_path
+from tickflow.store.log.segments import MIN_SEGMENT_BYTES, SEGMENT_BYTES, SegmentedLog, current_path
 from tickflow.store.log.wal import CorruptLog, LogError, OsFileOps
 from tickflow.store.recovery import Recovery, recover_directory
 from tickflow.store.snapshots import SnapshotError
 from tickflow.store.trades import TradeStore
 
 log = logging.getLogger("tickflow")
+__all__ = ["MIN_SEGMENT_BYTES", "SEGMENT_BYTES", "StartupError", "Started", "start_exchange"]
 
 CATCH_UP_CHUNK = 10_000
 """Trades inserted into SQLite per statement while it catches up with the log."""

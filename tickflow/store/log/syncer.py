@@ -127,7 +127,8 @@ class ProcessSyncer:
         self.busy = False
         self._want = 0
         self._base = 0
-        """Where the segment the helper syncs begins in the log's sizes (`SegmentedLog.size`)."""
+        """Where the segment the helper syncs begins in the log's sizes (`SegmentedLog.size`, which start
+        at the segment open after a replay: 0 until the first roll)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: Done | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -140,7 +141,6 @@ class ProcessSyncer:
     def start(self, loop: asyncio.AbstractEventLoop, done: Done) -> None:
         self._loop = loop
         self._done = done
-        self._base = self.wal.size - self.wal.position
         fd = self.wal.fileno()
         # The helper's stdin is /dev/null: a log numbered 0 (this process started with stdin closed)
         # would be covered by it, and the helper would sync /dev/null.

@@ -22,7 +22,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from tickflow.net.exchange.fanout import BUFFER_MESSAGES
 from tickflow.net.exchange.sequencer import Durability
 from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY
-from tickflow.net.exchange.startup import StartupError, start_exchange
+from tickflow.net.exchange.startup import MIN_SEGMENT_BYTES, SEGMENT_BYTES, StartupError, start_exchange
 from tickflow.net.gateway.app import close_websockets, make_app
 from tickflow.net.gateway.auth import Accounts
 from tickflow.net.gateway.logburst import LogBurst
@@ -75,6 +75,12 @@ def _whole_number(text: str) -> int:
     return int(text)
 
 
+def _segment_bytes(text: str) -> int:
+    if not text.strip().isdigit() or not MIN_SEGMENT_BYTES <= int(text) <= 1 << 40:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of bytes from {MIN_SEGMENT_BYTES} to 2**40")
+    return int(text)
+
+
 def _nonempty(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
@@ -114,7 +120,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "start replays the whole log); a start replays the records after the newest one "
                         "(default %(default)s)")
     p.add_argument("--keep-snapshots", type=_positive_int, default=KEEP_SNAPSHOTS, metavar="K",
-                   help="snapshots kept in the data directory (default %(default)s)")
+                   help="snapshots kept in the data directory (default %(default)s); log segments wholly "
+                        "before the oldest one kept are deleted")
+    p.add_argument("--segment-bytes", type=_segment_bytes, default=SEGMENT_BYTES, metavar="BYTES",
+                   help="a log segment file is sealed and the next begun once it holds this many bytes "
+                        "(default %(default)s, 64 MiB)")
     p.add_argument("--max-order-rate", type=_whole_number, default=MAX_ORDER_RATE, metavar="N",
                    help=f"new orders, amends and quotes a second one account may send, as many at once at most "
                         f"(default {MAX_ORDER_RATE}; 0: no limit); past it: 429 with Retry-After, nothing logged. "
@@ -312,7 +322,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
                    "the port trades, cancels and reads fills as any account (--open-accounts)")
         log.warning("%s", warning)
     started = await start_exchange(data, args.durability, args.ws_buffer, stack, snapshot_every=args.snapshot_every,
-                                   keep_snapshots=args.keep_snapshots)
+                                   keep_snapshots=args.keep_snapshots, segment_bytes=args.segment_bytes)
     service, recovery = started.service, started.recovery
     if not symbols and not service.order_symbols:
         raise StartupError("no symbols: name at least one with --symbols")

@@ -32,6 +32,7 @@ from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record  # 
 from tickflow.demo import ServerProcess  # noqa: E402
 from tickflow.store import snapshots  # noqa: E402
 from tickflow.store.datadir import WAL_FILE  # noqa: E402
+from tickflow.store.log.segments import NAME as SEGMENT  # noqa: E402
 from tickflow.store.log.codec import encode_record  # noqa: E402
 from tickflow.store.log.wal import FILE_HEADER, frame  # noqa: E402
 
@@ -88,7 +89,8 @@ def restart(data: Path) -> dict:
     with urllib.request.urlopen(server.url + "/health", timeout=30) as response:
         recovery = json.loads(response.read())["recovery"]
     server.stop()
-    disk = sum(p.stat().st_size for p in data.iterdir() if p.name == WAL_FILE or p.name.startswith("snap-"))
+    disk = sum(p.stat().st_size for p in data.iterdir()
+               if p.name == WAL_FILE or SEGMENT.match(p.name) or p.name.startswith("snap-"))
     return {"restart_seconds": round(seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
             "log_and_snapshot_mb": round(disk / 1e6, 1), "recovery": recovery}
 

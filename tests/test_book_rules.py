@@ -31,7 +31,7 @@ def python_view(state: ClientState, symbol: str) -> dict[str, Any]:
     if book is None:
         return {"seq": None, "live": False, "more": 0, "bids": [], "asks": []}
     more = state.parts_left(symbol)
-    return {"seq": book.seq if book.live or more else None, "live": book.live, "more": more,
+    return {"seq": book.seq if book.live or more or state.deeper_left(symbol) else None, "live": book.live, "more": more,
             "bids": [[lv.price, lv.qty, lv.orders] for lv in book.bids()],
             "asks": [[lv.price, lv.qty, lv.orders] for lv in book.asks()]}
 
@@ -55,7 +55,7 @@ def run_python(case: dict[str, Any]) -> Result:
         elif BookChanged in kinds:
             out = "book"
         else:
-            out = "part" if state.parts_left(symbol) else "ignored"
+            out = "part" if state.parts_left(symbol) or state.deeper_left(symbol) else "ignored"
         steps.append({"out": out, "books": {s: python_view(state, s) for s in state.books}})
     return {"steps": steps, "resubscribe": resubscribe}
 

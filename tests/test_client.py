@@ -582,7 +582,8 @@ def big_books(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
 
 
 def _message(kind: str, seq: int, prev: int | None = None, bids: list[list[int]] | None = None,
-             asks: list[list[int]] | None = None, trade_ids: list[int] | None = None, more: int = 0) -> bytes:
+             asks: list[list[int]] | None = None, trade_ids: list[int] | None = None, more: int = 0,
+             deeper: bool | None = None) -> bytes:
     """A feed message of symbol X, as the server words it."""
     message: dict[str, object] = {"type": kind, "symbol": "X", "seq": seq, "bids": bids or [], "asks": asks or [],
                      "trades": [{"tradeId": i, "symbol": "X", "price": 100, "qty": 1, "aggressor": "buy", "seq": seq,
@@ -591,7 +592,31 @@ def _message(kind: str, seq: int, prev: int | None = None, bids: list[list[int]]
         message["prevSeq"] = prev
     if more:
         message["more"] = more
+    if deeper is not None:
+        message["deeper"] = deeper
     return msgspec.json.encode(message)
+
+
+async def test_a_deep_snapshot_is_reported_once_whole_with_the_updates_that_came_between_its_levels() -> None:
+    """A deep book's snapshot: its best levels, then the deeper ones as updates (seq = prevSeq), with
+    the symbol's other updates between them; the book is live, and reported, once the last has come."""
+    session = Session("http://127.0.0.1:9")  # never connected: messages are fed to it
+    events: list[Event] = []
+    session.add_listener(events.append)
+    await session.feed(_message("snapshot", 5, bids=[[100, 1, 1]], asks=[[105, 1, 1]], trade_ids=[1], deeper=True))
+    book = session.books["X"]
+    await session.feed(_message("update", 5, 5, bids=[[99, 2, 1]], deeper=True))
+    await session.feed(_message("update", 6, 5, bids=[[100, 0, 0]], trade_ids=[2]))  # a batch between them
+    await session.feed(_message("update", 6, 6, asks=[[106, 3, 2]], deeper=True))
+    assert not book.live and events == []
+    await session.feed(_message("update", 6, 6, bids=[[98, 1, 1]], deeper=False))
+    assert book.live and (book.bids(), book.asks()) == ([Level(99, 2, 1), Level(98, 1, 1)],
+                                                        [Level(105, 1, 1), Level(106, 3, 2)])
+    changed, traded = events
+    assert isinstance(changed, BookChanged) and (changed.seq, changed.snapshot) == (6, True)
+    assert isinstance(traded, TradesReceived) and [t.trade_id for t in traded.trades] == [1, 2]
+    await session.feed(_message("update", 8, 7, bids=[[97, 1, 1]]))  # a gap is still a gap
+    assert not book.live and session.gaps == 1
 
 
 async def test_a_message_in_parts_is_reported_once_whole_and_a_part_missing_is_a_gap() -> None:
@@ -632,8 +657,9 @@ async def test_a_message_in_parts_is_reported_once_whole_and_a_part_missing_is_a
 
 async def test_a_book_too_big_for_one_message_arrives_whole(big_books: ServerProcess) -> None:
     """Its snapshot in one message was over the 4 MiB a session takes: the connection failed (1009),
-    reconnected and failed again, forever. It now comes in parts of at most 1 MiB, reported once whole,
-    and a reader that knows nothing of parts (the web page) puts it together as well."""
+    reconnected and failed again, forever. It now comes as its best levels, then the deeper ones as
+    updates (docs/protocol.md), each message under 1 MiB, and a reader that knows nothing of that (the
+    web page) puts it together as well."""
     bids, asks = deep_levels()
     whole = msgspec.json.encode({"type": "snapshot", "symbol": "DEEP", "seq": 180_002, "bids": bids,
                                  "asks": asks, "trades": []})
@@ -666,8 +692,9 @@ async def plain_reader_book(symbol: str, url: str) -> tuple[dict[int, Level], di
         await ws.send_json({"op": "subscribe", "symbols": [symbol]})
         raw = [(await ws.receive(timeout=30)).data]
         snapshot = json.loads(raw[0])
-        assert snapshot["type"] == "snapshot" and snapshot["more"] > 0
-        raw += [(await ws.receive(timeout=30)).data for _ in range(snapshot["more"])]
+        assert snapshot["type"] == "snapshot" and snapshot["deeper"] is True
+        while json.loads(raw[-1]).get("deeper"):  # nothing else comes meanwhile: the book does not change
+            raw.append((await ws.receive(timeout=30)).data)
         assert max(len(data) for data in raw) <= 1 << 20
         for message in [snapshot, *map(json.loads, raw[1:])]:
             assert message["symbol"] == symbol and message["seq"] == snapshot["seq"]

@@ -69,7 +69,7 @@ def power_cut(server: ServerProcess, helper: int, record: Path) -> int:
     wait_for(lambda: not alive(helper), 10, "the sync helper to die with the server")
     log = server.data / "wal.log"
     size = log.stat().st_size
-    durable = durable_size(record)
+    durable = durable_size(record, log)
     assert 0 < durable <= size, (durable, size)
     os.truncate(log, durable)
     return size - durable

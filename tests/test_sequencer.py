@@ -179,6 +179,9 @@ class ManualSyncer:
         self.busy = upto < self.sizes[-1]
         self.done(upto, None, 0.0)
 
+    def switch(self, fd: int, base: int) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

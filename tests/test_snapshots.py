@@ -44,7 +44,7 @@ def test_recovery_starts_from_the_newest_snapshot_and_matches_a_full_replay(logg
     full, _ = replayed(str(data / WAL))
     _snapshot_at(data, cmds, 150, offsets)
     _snapshot_at(data, cmds, 300, offsets)
-    wal, engine, recovery = recover_directory(data, data / WAL)
+    wal, engine, recovery = recover_directory(data)
     wal.close()
     assert (recovery.snapshot_seq, recovery.records, recovery.last_seq) == (300, 100, 400)
     assert recovery.first_ts == 1_700_000_000_000
@@ -54,7 +54,7 @@ def test_recovery_starts_from_the_newest_snapshot_and_matches_a_full_replay(logg
 def test_appending_after_a_recovery_from_a_snapshot_continues_the_log(logged: Logged) -> None:
     data, cmds, offsets = logged
     _snapshot_at(data, cmds, 380, offsets)
-    wal, engine, _ = recover_directory(data, data / WAL)
+    wal, engine, _ = recover_directory(data)
     assert wal.size == offsets[-1]
     from helpers.logs import payloads
     wal.append(payloads(commands(3)[1:], first_seq=401))
@@ -77,7 +77,7 @@ def test_a_damaged_newest_snapshot_is_passed_over_for_the_one_before(logged: Log
         newest.write_bytes(blob[:200] + bytes([blob[200] ^ 1]) + blob[201:])
     else:
         newest.write_bytes(b"")
-    wal, engine, recovery = recover_directory(data, data / WAL)
+    wal, engine, recovery = recover_directory(data)
     wal.close()
     assert recovery.snapshot_seq == 150 and recovery.records == 250
     assert len(recovery.passed_over) == 1 and newest.name in recovery.passed_over[0]
@@ -89,7 +89,7 @@ def test_with_every_snapshot_damaged_the_whole_log_is_replayed(logged: Logged) -
     full, _ = replayed(str(data / WAL))
     path = _snapshot_at(data, cmds, 300, offsets)
     path.write_bytes(path.read_bytes()[:-1])
-    wal, engine, recovery = recover_directory(data, data / WAL)
+    wal, engine, recovery = recover_directory(data)
     wal.close()
     assert (recovery.snapshot_seq, recovery.records) == (0, 400)
     assert state_hash(engine) == state_hash(full)
@@ -100,7 +100,7 @@ def test_a_snapshot_in_a_newer_format_is_refused_by_name(logged: Logged) -> None
     path = _snapshot_at(data, cmds, 300, offsets)
     path.write_bytes(path.read_bytes().replace(b"tickflow snapshot v1\n", b"tickflow snapshot v2\n", 1))
     with pytest.raises(snapshots.NewerSnapshot, match="format v2.*newer tickflow"):
-        recover_directory(data, data / WAL)
+        recover_directory(data)
 
 
 def test_a_snapshot_ahead_of_the_log_is_refused(logged: Logged) -> None:
@@ -109,7 +109,7 @@ def test_a_snapshot_ahead_of_the_log_is_refused(logged: Logged) -> None:
     with open(data / WAL, "r+b") as f:  # the log lost its records after 200 (restored from an old copy)
         f.truncate(offsets[200])
     with pytest.raises(CorruptLog, match="ahead of the log"):
-        recover_directory(data, data / WAL)
+        recover_directory(data)
     assert (data / WAL).stat().st_size == offsets[200]  # nothing was cut or written
 
 
@@ -119,7 +119,7 @@ def test_a_snapshot_whose_trades_sqlite_lacks_is_passed_over(logged: Logged) -> 
     data, cmds, offsets = logged
     full, _ = replayed(str(data / WAL))
     _snapshot_at(data, cmds, 300, offsets)
-    wal, engine, recovery = recover_directory(data, data / WAL, keep_trades_after=0)
+    wal, engine, recovery = recover_directory(data, keep_trades_after=0)
     wal.close()
     assert recovery.snapshot_seq == 0 and "SQLite holds trades up to id 0" in recovery.passed_over[0]
     assert [t.trade_id for t in recovery.trades] == list(range(1, full.next_trade_id))
@@ -131,7 +131,7 @@ def test_what_a_crash_left_half_written_is_removed_and_old_snapshots_are_pruned(
         _snapshot_at(data, cmds, seq, offsets)
     (data / ".snap-00000000000000000350.tmp").write_bytes(b"half")
     assert [p.name for p in snapshots.prune(data, 2)] == ["snap-00000000000000000100.bin"]
-    wal, _, recovery = recover_directory(data, data / WAL)
+    wal, _, recovery = recover_directory(data)
     wal.close()
     assert recovery.snapshot_seq == 300
     assert not (data / ".snap-00000000000000000350.tmp").exists()

@@ -18,7 +18,8 @@ import pytest
 from helpers.logs import commands, open_log, payloads, replayed, write_log
 
 from tickflow.core.types import Command, NewOrder
-from tickflow.store.log.wal import FILE_HEADER, HEADER_SIZE, CorruptLog, Cut, NotALog, Wal, add_header, frame
+from tickflow.store.log.upgrade import add_header
+from tickflow.store.log.wal import FILE_HEADER, HEADER_SIZE, CorruptLog, Cut, NotALog, Wal, frame
 from tickflow.core.snapshot import state_hash
 
 N = 24

@@ -7,6 +7,9 @@ from __future__ import annotations
 import platform
 
 READ = 0
+RECVMSG = {"x86_64": 47, "aarch64": 212}.get(platform.machine())
+"""recvmsg's system call number: the sync helper waits for a request in it (a socket, which can carry
+the log's next segment)."""
 FDATASYNC = {"x86_64": 75, "aarch64": 83}.get(platform.machine())
 """fdatasync's system call number here (None on a machine these tests do not know)."""
 
@@ -43,6 +46,6 @@ def argv(pid: int) -> list[str]:
 
 
 def reading(pid: int, fd: int) -> bool:
-    """`pid` is waiting in read() on its descriptor `fd`."""
+    """`pid` is waiting in read() or recvmsg() on its descriptor `fd`."""
     now = syscall(pid)
-    return now is not None and now[0] == READ and now[1][0] == fd and state(pid) == "S"
+    return now is not None and now[0] in (READ, RECVMSG) and now[1][0] == fd and state(pid) == "S"

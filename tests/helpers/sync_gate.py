@@ -68,7 +68,9 @@ def recorder_env(record: Path, delay: float = 0.0) -> dict[str, str]:
             "TICKFLOW_TEST_SYNC_DELAY": str(delay)}
 
 
-def durable_size(record: Path) -> int:
-    """The largest log size a recorded fdatasync covered (0 if none returned)."""
+def durable_size(record: Path, log: Path) -> int:
+    """The largest size of the log file (segment) `log` a recorded fdatasync covered (0 if none returned)."""
     data = record.read_bytes() if record.exists() else b""
-    return max((size for (size,) in struct.iter_unpack("<q", data[: len(data) - len(data) % 8])), default=0)
+    inode = log.stat().st_ino
+    return max((size for size, ino in struct.iter_unpack("<qq", data[: len(data) - len(data) % 16]) if ino == inode),
+               default=0)

@@ -13,8 +13,9 @@ fdatasync is chosen by environment variables (isolated mode, -I, ignores only PY
   the FIFO DIR/entered and then waits for one byte on the FIFO DIR/release (see sync_gate.py): the
   test holds a sync in flight and does what it likes meanwhile.
 - TICKFLOW_TEST_SYNC_RECORD=FILE: after each fdatasync that succeeded, the size the log had when it
-  began (what that sync truly made durable, whatever the helper then reports) is appended to FILE as
-  8 bytes, little-endian. A simulated power cut keeps the log up to the largest such size.
+  began (what that sync truly made durable, whatever the helper then reports) and the file's inode
+  (which segment of the log) are appended to FILE as two 8-byte little-endian numbers. A simulated
+  power cut keeps each segment up to the largest such size.
 - TICKFLOW_TEST_SYNC_DELAY=SECONDS: each fdatasync takes at least this long (a slow disk), so the
   sequencer writes batches while a sync is in flight.
 """
@@ -48,14 +49,15 @@ class Wrapper:
             os.write(self._entered, b"e")
             if not os.read(self._release, 1):
                 raise OSError(5, "the test's gate closed")
-        before = os.fstat(fd).st_size
+        stat = os.fstat(fd)
+        before = stat.st_size
         started = time.monotonic()
         _fdatasync(fd)
         left = self._delay - (time.monotonic() - started)
         if left > 0:
             time.sleep(left)
         if self._record >= 0:
-            os.write(self._record, struct.pack("<q", before))
+            os.write(self._record, struct.pack("<qq", before, stat.st_ino))
 
 
 if __name__ == "__main__":

@@ -136,6 +136,33 @@ class BookSide:
             prices = prices[:depth]
         return [self.levels[p] for p in prices]
 
+    def best_first(self) -> Iterator[Level]:
+        """Live levels, best first, read off the heap without sorting it: the k-th costs O(log k).
+
+        A heap's children are never better than their parent, so the next best key is always among the
+        children of those already taken: a second, small heap of that frontier yields them in order.
+        Stale keys (levels gone) are passed over, and a price that came back after its old key went
+        stale has two keys, which surface one after the other. The book must not change meanwhile."""
+        heap = self.heap
+        levels = self.levels
+        sign = self.sign
+        size = len(heap)
+        frontier = [(heap[0], 0)] if heap else []
+        last = None
+        while frontier:
+            key, i = heappop(frontier)
+            child = 2 * i + 1
+            if child < size:
+                heappush(frontier, (heap[child], child))
+                if child + 1 < size:
+                    heappush(frontier, (heap[child + 1], child + 1))
+            if key == last:
+                continue
+            last = key
+            level = levels.get(key * sign)
+            if level is not None:
+                yield level
+
     def crosses(self, best: int, limit: int) -> bool:
         """True when a resting price `best` on this side trades with an incoming limit of `limit`."""
         return best >= limit if self.side == "buy" else best <= limit

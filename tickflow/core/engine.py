@@ -464,9 +464,9 @@ class Engine:
         """True when the book holds `need` crossing quantity, not counting the account's own orders."""
         own = bool(self.open_orders.get(account))
         sign = opposite.sign
-        for price, level in opposite.levels.items():
-            if price * sign > key:
-                continue
+        for level in opposite.best_first():  # best first: stop once filled or past the limit
+            if level.price * sign > key:
+                return False
             if own:
                 need -= sum(o.qty - o.filled for o in level.live_orders() if o.account != account)
             else:

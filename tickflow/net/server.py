@@ -22,12 +22,13 @@ from aiohttp.http_exceptions import HttpProcessingError
 from tickflow.net.exchange.fanout import BUFFER_MESSAGES
 from tickflow.net.exchange.sequencer import Durability
 from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY
-from tickflow.net.exchange.startup import StartupError, start_exchange
+from tickflow.net.exchange.startup import MIN_SEGMENT_BYTES, SEGMENT_BYTES, StartupError, start_exchange
 from tickflow.net.gateway.app import close_websockets, make_app
 from tickflow.net.gateway.auth import Accounts
 from tickflow.net.gateway.logburst import LogBurst
 from tickflow.net.gateway.ratelimit import MAX_ORDER_RATE, OrderRate
 from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
+from tickflow.net.gateway.room import AUTH_TIMEOUT, MAX_PER_ACCOUNT, Room, default_max_anonymous
 from tickflow.net.gateway.security import origin_argument
 from tickflow.net.wire.args import port_number
 from tickflow.net.wire.limits import SYMBOL_PATTERN
@@ -74,6 +75,12 @@ def _whole_number(text: str) -> int:
     return int(text)
 
 
+def _segment_bytes(text: str) -> int:
+    if not text.strip().isdigit() or not MIN_SEGMENT_BYTES <= int(text) <= 1 << 40:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of bytes from {MIN_SEGMENT_BYTES} to 2**40")
+    return int(text)
+
+
 def _nonempty(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
@@ -113,15 +120,34 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "start replays the whole log); a start replays the records after the newest one "
                         "(default %(default)s)")
     p.add_argument("--keep-snapshots", type=_positive_int, default=KEEP_SNAPSHOTS, metavar="K",
-                   help="snapshots kept in the data directory (default %(default)s)")
+                   help="snapshots kept in the data directory (default %(default)s); log segments wholly "
+                        "before the oldest one kept are deleted")
+    p.add_argument("--segment-bytes", type=_segment_bytes, default=SEGMENT_BYTES, metavar="BYTES",
+                   help="a log segment file is sealed and the next begun once it holds this many bytes "
+                        "(default %(default)s, 64 MiB)")
     p.add_argument("--max-order-rate", type=_whole_number, default=MAX_ORDER_RATE, metavar="N",
                    help=f"new orders, amends and quotes a second one account may send, as many at once at most "
                         f"(default {MAX_ORDER_RATE}; 0: no limit); past it: 429 with Retry-After, nothing logged. "
                         "Cancels are never limited")
     p.add_argument("--max-websockets", type=_positive_int, default=MAX_WEBSOCKETS, metavar="N",
                    help="WebSocket connections open at once; more are answered 503 (default %(default)s)")
+    p.add_argument("--max-anonymous-websockets", type=_positive_int, metavar="N",
+                   help="of those, connections not signed in (market-data viewers, and any connection before "
+                        "its sign-in); more are answered 503, so the rest stays for signed-in traders (default: "
+                        "four fifths of --max-websockets)")
+    p.add_argument("--max-websockets-per-account", type=_positive_int, default=MAX_PER_ACCOUNT, metavar="N",
+                   help="connections one account may have signed in; more are answered 429, or their sign-in "
+                        "refused (default %(default)s)")
+    p.add_argument("--auth-timeout", type=_positive_seconds, default=AUTH_TIMEOUT, metavar="SECONDS",
+                   help="close a WebSocket that neither signs in nor subscribes within this long, with 1008 "
+                        "(default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     args = p.parse_args(argv)
+    if args.max_anonymous_websockets is None:
+        args.max_anonymous_websockets = default_max_anonymous(args.max_websockets)
+    elif args.max_anonymous_websockets > args.max_websockets:
+        p.error(f"--max-anonymous-websockets {args.max_anonymous_websockets} is more than --max-websockets "
+                f"{args.max_websockets}: it is a part of them")
     if args.open_accounts and args.tokens is not None:
         p.error("--open-accounts and --tokens exclude each other: with --tokens only its tokens are accounts")
     if args.web is not None and not Path(args.web, "index.html").is_file():
@@ -296,7 +322,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
                    "the port trades, cancels and reads fills as any account (--open-accounts)")
         log.warning("%s", warning)
     started = await start_exchange(data, args.durability, args.ws_buffer, stack, snapshot_every=args.snapshot_every,
-                                   keep_snapshots=args.keep_snapshots)
+                                   keep_snapshots=args.keep_snapshots, segment_bytes=args.segment_bytes)
     service, recovery = started.service, started.recovery
     if not symbols and not service.order_symbols:
         raise StartupError("no symbols: name at least one with --symbols")
@@ -308,7 +334,8 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         await service.add_symbol(symbol)
 
     gateway = Gateway(service, accounts, body_timeout=args.body_timeout, max_websockets=args.max_websockets,
-                      allowed_origins=frozenset(args.allow_origin), warning=warning,
+                      room=Room(args.max_anonymous_websockets, args.max_websockets_per_account),
+                      auth_timeout=args.auth_timeout, allowed_origins=frozenset(args.allow_origin), warning=warning,
                       order_rate=OrderRate(args.max_order_rate))
     if args.web:
         gateway.web_dir = Path(args.web)

@@ -1,10 +1,12 @@
-"""`tickflow log --data DIR`: replay a log read-only and say what it holds, without serving.
+"""`tickflow log --data DIR`: replay a log read-only, segment by segment, and say what it holds, without
+serving.
 
 Exit status: 0 a clean log, 2 a torn tail (a crash mid-write; the next server start cuts it), 1 a log
 that cannot be read or is corrupt (a server refuses to start on it), 141 when the output's reader went
 away (`| head`).
 
-The log is read once and replayed in memory: checking never changes it (a server start cuts a torn tail).
+Each segment is read once and replayed in memory: checking never changes it (a server start cuts a torn
+tail). A bad record in a sealed segment, or a missing segment, is corruption (exit status 1).
 
 Every snapshot in the data directory is checked too: that it verifies, and that it and the records after
 it give the state the whole log gives (a line each; exit status 1 for one a start would refuse).
@@ -26,7 +28,10 @@ from tickflow.core.snapshot import BadState, restore, state_hash
 from tickflow.store import snapshots
 from tickflow.store.datadir import LOCK_FILE, WAL_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
 from tickflow.store.recovery import Recovery, recover
-from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, add_header, starts_with_record
+from tickflow.store.log import segments
+from tickflow.store.log.segments import MissingSegment, SegmentedLog
+from tickflow.store.log.upgrade import add_header
+from tickflow.store.log.wal import FILE_HEADER, CorruptLog, Wal, starts_with_record
 
 TORN = 2
 CLOSED_PIPE = 141
@@ -100,24 +105,10 @@ def _upgrade(path: str) -> int:
     return 0
 
 
-def _check(path: str, engine: Engine) -> tuple[Recovery, bytes] | None:
-    """Replay the log at `path` into `engine`, read once and in memory (its bytes come back too); None
-    (said why) if it cannot be."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-        return recover(Wal.checking(path, data), engine), data
-    except CorruptLog as e:
-        print(f"tickflow log: {e}", file=sys.stderr)
-    except OSError as e:
-        print(f"tickflow log: cannot read {path}: {e.strerror or e}", file=sys.stderr)
-    return None
-
-
-def _check_snapshot(snapshot_path: Path, path: str, data: bytes, full_hash: str) -> tuple[str, bool]:
+def _check_snapshot(snapshot_path: Path, data: Path, full_hash: str) -> tuple[str, bool]:
     """One line on a snapshot: whether it verifies, and whether it and the log records after it give the
-    engine the whole log gives; and whether a server start would refuse it (a newer format, or ahead of
-    the log) rather than pass it over."""
+    engine the whole log gives; and whether a server start would refuse it (a newer format, ahead of the
+    log, or its segments missing) rather than pass it over."""
     try:
         snapshot = snapshots.read(snapshot_path)
         engine = restore(snapshot.state())
@@ -125,45 +116,76 @@ def _check_snapshot(snapshot_path: Path, path: str, data: bytes, full_hash: str)
         return f"snapshot {snapshot_path.name}: refused: {e}", True
     except (snapshots.SnapshotError, BadState) as e:
         return f"snapshot {snapshot_path.name}: passed over at start: {e}", False
-    if snapshot.log_offset > len(data):
-        return (f"snapshot {snapshot_path.name}: refused: it says the log goes on at byte {snapshot.log_offset}, "
-                f"but the log ends at {len(data)}: the snapshot is ahead of the log"), True
-    wal = Wal.checking(path, data[: len(FILE_HEADER)] + data[snapshot.log_offset:])
-    wal.base = snapshot.log_offset - len(FILE_HEADER)
     try:
-        after = recover(wal, engine)
+        after = recover(SegmentedLog.open(data, after_seq=snapshot.seq, offset=snapshot.log_offset, checking=True),
+                        engine)
     except CorruptLog as e:
         return f"snapshot {snapshot_path.name}: refused: the log after it does not follow it: {e}", True
     same = state_hash(engine) == full_hash
     verdict = "ok: it and the log after it give the same state" if same else \
         "DIFFERS from the whole log's state (state hash " + state_hash(engine) + ")"
-    return (f"snapshot {snapshot_path.name}: seq {snapshot.seq}, {len(snapshot_path.read_bytes()):,} bytes, "
+    return (f"snapshot {snapshot_path.name}: seq {snapshot.seq}, {snapshot_path.stat().st_size:,} bytes, "
             f"{after.records} records after it; {verdict}"), not same
+
+
+def _whole_log(data: Path, first_seq: int) -> tuple[SegmentedLog, Engine, int | None, str]:
+    """The log to check and the engine it starts from: from seq 1, or, when the segments before were
+    deleted (retention), from the oldest snapshot that reads; and the log's first stamp, and a note."""
+    if first_seq == 1:
+        return SegmentedLog.open(data, checking=True), Engine(), None, ""
+    for path in reversed(snapshots.on_disk(data)):
+        try:
+            snapshot = snapshots.read(path)
+            engine = restore(snapshot.state())
+        except (snapshots.SnapshotError, BadState):
+            continue
+        log = SegmentedLog.open(data, after_seq=snapshot.seq, offset=snapshot.log_offset, checking=True)
+        return log, engine, snapshot.first_ts, (f"the log begins at seq {first_seq} (the segments before were "
+                                                f"deleted after snapshots): checked from {path.name}")
+    raise MissingSegment(str(data), f"the log begins at seq {first_seq} and no snapshot that reads holds the "
+                                    "records before it")
 
 
 def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="tickflow log", description=__doc__)
-    p.add_argument("--data", default="tickflow-data", help=f"data directory holding {WAL_FILE}")
+    p.add_argument("--data", default="tickflow-data", help="data directory holding the log's segments")
     p.add_argument("--upgrade", action="store_true",
-                   help="give a log written before logs had a header its header (stop the server first)")
+                   help=f"give a log ({WAL_FILE}) written before logs had a header its header (stop the server first)")
     args = p.parse_args(argv)
-    path = os.path.join(args.data, WAL_FILE)
-    if not os.path.exists(path):
-        print(f"tickflow log: no log at {path}", file=sys.stderr)
-        return 1
+    data = Path(args.data)
     if args.upgrade:
-        return _upgrade_locked(Path(args.data), path)
-    engine = Engine()
-    checked = _check(path, engine)
-    if checked is None:
+        path = os.path.join(args.data, WAL_FILE)
+        if not os.path.exists(path):
+            print(f"tickflow log: no log at {path}", file=sys.stderr)
+            return 1
+        return _upgrade_locked(data, path)
+    try:
+        found = segments.listing(data)
+        if not found:
+            print(f"tickflow log: no log at {data / WAL_FILE}", file=sys.stderr)
+            return 1
+        log, engine, first_ts, note = _whole_log(data, found[0].first_seq)
+        recovery = recover(log, engine)
+    except CorruptLog as e:
+        print(f"tickflow log: {e}", file=sys.stderr)
         return 1
-    recovery, data = checked
+    except OSError as e:
+        print(f"tickflow log: cannot read the log in {data}: {e.strerror or e}", file=sys.stderr)
+        return 1
     cut = recovery.cut
+    first_ts = recovery.first_ts if first_ts is None else first_ts
     print(f"format: {FILE_HEADER.decode().strip()}")
-    if recovery.first_ts is not None:  # what /health calls logStarted
-        started = datetime.fromtimestamp(recovery.first_ts / 1000, timezone.utc)
+    if note:
+        print(note)
+    if first_ts is not None:  # what /health calls logStarted
+        started = datetime.fromtimestamp(first_ts / 1000, timezone.utc)
         print(f"started: {started:%Y-%m-%d %H:%M:%S}.{started.microsecond // 1000:03d} UTC "
-              f"({recovery.first_ts} ms, the first record's time)")
+              f"({first_ts} ms, the first record's time)")
+    total, count = segments.on_disk(data)
+    print(f"segments: {count}, {total:,} bytes")
+    for segment, records, size in log.replayed_segments:
+        seqs = f"seq {segment.first_seq}-{segment.first_seq + records - 1}" if records else "no records"
+        print(f"  {segment.path.name}: {seqs}, {size:,} bytes read")
     print(dataclasses.replace(recovery, cut=None))
     print(f"symbols: {', '.join(sorted(engine.books)) or '-'}")
     print(f"orders: {engine.next_order_id - 1}, trades: {engine.next_trade_id - 1}, "
@@ -171,14 +193,14 @@ def _main(argv: list[str]) -> int:
     full_hash = state_hash(engine)
     print(f"state hash: {full_hash}")
     refused = False
-    for snapshot_path in snapshots.on_disk(Path(args.data)):
-        line, refuses = _check_snapshot(snapshot_path, path, data, full_hash)
+    for snapshot_path in snapshots.on_disk(data):
+        line, refuses = _check_snapshot(snapshot_path, data, full_hash)
         print(line)
         refused |= refuses
     if refused:
         return 1
     if cut is not None:
-        print(f"torn tail at byte {cut.offset}: the next server start cuts its {cut.dropped} bytes ({cut.why}); "
-              "the counts above are what remains")
+        print(f"torn tail at byte {cut.offset} of {log.path}: the next server start cuts its {cut.dropped} bytes "
+              f"({cut.why}); the counts above are what remains")
         return TORN
     return 0

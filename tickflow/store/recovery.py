@@ -15,7 +15,10 @@ from tickflow.core.types import Outcome, Record, Trade
 from tickflow.store.log.codec import DecodeErrors, decode_joined, decode_record
 from tickflow.core.snapshot import BadState, restore
 from tickflow.store import snapshots
+from tickflow.store.log.segments import SEGMENT_BYTES, SegmentedLog
 from tickflow.store.log.wal import HEADER_SIZE, CorruptLog, Cut, FileOps, Wal
+
+Log = Wal | SegmentedLog
 
 log = logging.getLogger("tickflow")
 
@@ -43,15 +46,15 @@ class Recovery:
         return f"{text}; {self.cut}" if self.cut else text
 
 
-def recover_directory(data: Path, wal_path: Path, *, keep_trades_after: int | None = None,
-                      ops: FileOps | None = None) -> tuple[Wal, Engine, Recovery]:
-    """The log of `data` opened for appending, and the engine it holds: from the newest snapshot that
-    verifies (and whose trades SQLite already holds: `keep_trades_after` is the highest trade id it has
-    whole), then the records after it; else from the whole log.
+def recover_directory(data: Path, *, keep_trades_after: int | None = None, ops: FileOps | None = None,
+                      segment_bytes: int = SEGMENT_BYTES) -> tuple[SegmentedLog, Engine, Recovery]:
+    """The log of `data` opened for appending (in its last segment), and the engine it holds: from the
+    newest snapshot that verifies (and whose trades SQLite already holds: `keep_trades_after` is the
+    highest trade id it has whole), then the records after it, segment by segment; else from the whole log.
 
     Raises NewerSnapshot for a snapshot this tickflow cannot read, CorruptLog for a log shorter than a
-    usable snapshot says (the snapshot is ahead of the log) or a corrupt record, OSError for a log
-    that cannot be opened."""
+    usable snapshot says (the snapshot is ahead of the log), a corrupt record or a missing segment,
+    OSError for a log that cannot be opened."""
     started = time.perf_counter()
     for gone in snapshots.remove_temporaries(data):
         log.warning("removed %s, a snapshot a crash left half written", gone.name)
@@ -73,12 +76,13 @@ def recover_directory(data: Path, wal_path: Path, *, keep_trades_after: int | No
             passed_over.append(why)
             log.warning("passing over a snapshot: %s", why)
             continue
-        wal = Wal.open(str(wal_path), ops, start=snapshot.log_offset)
+        wal = SegmentedLog.open(data, ops, after_seq=snapshot.seq, offset=snapshot.log_offset,
+                                segment_bytes=segment_bytes)
         recovery = recover(wal, engine, keep_trades_after=keep_trades_after)
         return wal, engine, Recovery(recovery.records, recovery.last_seq, recovery.last_ts, recovery.cut,
                                      time.perf_counter() - started, recovery.trades, snapshot.first_ts,
                                      snapshot.seq, tuple(passed_over))
-    wal = Wal.open(str(wal_path), ops)
+    wal = SegmentedLog.open(data, ops, segment_bytes=segment_bytes)
     engine = Engine()
     recovery = recover(wal, engine, keep_trades_after=keep_trades_after)
     return wal, engine, Recovery(recovery.records, recovery.last_seq, recovery.last_ts, recovery.cut,
@@ -87,7 +91,7 @@ def recover_directory(data: Path, wal_path: Path, *, keep_trades_after: int | No
 
 
 def recover(
-    wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None = None, *,
+    wal: Log, engine: Engine, on_outcome: Callable[[Outcome], None] | None = None, *,
     keep_trades_after: int | None = None,
 ) -> Recovery:
     """Replay `wal` into `engine`. With `on_outcome`, it sees each command's whole answer; without,
@@ -125,7 +129,7 @@ def _keeping(on_outcome: Callable[[Outcome], None], after: int, trades: list[Tra
     return seen
 
 
-def _apply_all(wal: Wal, engine: Engine, on_outcome: Callable[[Outcome], None] | None) -> tuple[int, int, int | None]:
+def _apply_all(wal: Log, engine: Engine, on_outcome: Callable[[Outcome], None] | None) -> tuple[int, int, int | None]:
     """Every record of `wal` applied; the last seq and time, and the first record's time."""
     apply = engine.apply
     seq = engine.last_seq

@@ -13,6 +13,7 @@ export class BookState {
     this.symbol = symbol;
     this.seq = null; // null: waiting for a snapshot
     this.more = 0; // parts still to come of a message sent in parts (0: the book is whole)
+    this.deeper = false; // a deep book's snapshot: its deeper levels still to come, as updates
     this.bids = new Map(); // price -> [qty, orders]
     this.asks = new Map();
   }
@@ -20,9 +21,10 @@ export class BookState {
   snapshot(msg) {
     this.seq = msg.seq;
     this.more = msg.more || 0;
+    this.deeper = msg.deeper === true;
     this.bids = new Map(msg.bids.map(([p, q, n]) => [p, [q, n]]));
     this.asks = new Map(msg.asks.map(([p, q, n]) => [p, [q, n]]));
-    return this.more ? "part" : "ok";
+    return this.more || this.deeper ? "part" : "ok";
   }
 
   apply(msg) {
@@ -35,6 +37,11 @@ export class BookState {
     this.seq = msg.seq;
     setLevels(this.bids, msg.bids || []);
     setLevels(this.asks, msg.asks || []);
+    if (this.deeper) {
+      // The symbol's other updates come between the deeper levels; the last of those says deeper false.
+      if (msg.deeper === false) this.deeper = false;
+      return this.deeper ? "part" : "ok";
+    }
     if (this.more > 0) {
       this.more -= 1;
       return this.more ? "part" : "ok";
@@ -47,11 +54,12 @@ export class BookState {
   reset() {
     this.seq = null;
     this.more = 0;
+    this.deeper = false;
   }
 
   /** Whether the levels are current: a snapshot is held, with every part of its latest message. */
   get live() {
-    return this.seq !== null && this.more === 0;
+    return this.seq !== null && this.more === 0 && !this.deeper;
   }
 
   /** Best first: bids high to low, asks low to high, at most `depth` of each. */

@@ -199,7 +199,9 @@ Out = Event | Action
 
 @dataclass
 class _Parts:
-    """A snapshot or update the server sent in parts: how many are still to come, and their trades."""
+    """A snapshot or update the server sent in parts: how many are still to come (-1: a deep snapshot,
+    whole at the update that says `deeper` false), and their trades (with those of the updates between
+    a deep snapshot's levels)."""
 
     left: int
     snapshot: bool
@@ -258,9 +260,15 @@ class ClientState:
         return self._last_trade.get(symbol)
 
     def parts_left(self, symbol: str) -> int:
-        """Parts still to come of the message `symbol`'s book is being sent in (0: it is whole)."""
+        """Parts still to come of the message `symbol`'s book is being sent in (0: it is whole, or a deep
+        snapshot's levels are coming, whose count is not known: `deeper_left`)."""
         parts = self._parts.get(symbol)
-        return parts.left if parts is not None else 0
+        return max(parts.left, 0) if parts is not None else 0
+
+    def deeper_left(self, symbol: str) -> bool:
+        """True while the deeper levels of `symbol`'s snapshot are still to come."""
+        parts = self._parts.get(symbol)
+        return parts is not None and parts.left < 0
 
     # ---- messages
 
@@ -291,9 +299,9 @@ class ClientState:
         book.load(msg.seq, msg.bids, msg.asks)
         self.last_seq = max(self.last_seq, msg.seq)
         self._parts.pop(msg.symbol, None)
-        if msg.more:
+        if msg.more or msg.deeper:
             book.live = False
-            self._parts[msg.symbol] = _Parts(msg.more, True, list(msg.trades))
+            self._parts[msg.symbol] = _Parts(msg.more or -1, True, list(msg.trades))
             return []
         return [BookChanged(msg.symbol, book, msg.seq, True), *self._snapshot_trades(msg.symbol, list(msg.trades))]
 
@@ -303,7 +311,7 @@ class ClientState:
         if book is None or not (book.live or parts):
             return []  # waiting for a snapshot: it will include this change
         # A part continues its message: prevSeq and seq both the seq that message brought.
-        if msg.prev_seq != book.seq or (parts and msg.seq != book.seq):
+        if msg.prev_seq != book.seq or (parts and parts.left > 0 and msg.seq != book.seq):
             return self._gap(book, msg)
         book.apply(msg.seq, msg.bids, msg.asks)
         self.last_seq = max(self.last_seq, msg.seq)
@@ -313,6 +321,8 @@ class ClientState:
             return []
         if parts is not None:
             parts.trades.extend(msg.trades)
+            if parts.left < 0:  # the symbol's other updates come between a deep snapshot's levels
+                return [] if msg.deeper is not False else self._whole(book, self._parts.pop(msg.symbol))
             parts.left -= 1
             return [] if parts.left else self._whole(book, self._parts.pop(msg.symbol))
         return [BookChanged(msg.symbol, book, msg.seq, False), *self._update_trades(msg.symbol, msg.trades)]

@@ -12,7 +12,7 @@ from collections import deque
 from typing import Any, Callable, Iterable
 
 from tickflow.core.types import LevelChange, OrderState, Outcome
-from tickflow.net.exchange.mirror import BookMirror, Message
+from tickflow.net.exchange.mirror import BookMirror, Deeper, Message
 from tickflow.net.wire.answers import encode
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,8 @@ class Subscriber:
         """The size of the last snapshot of each symbol subscribed to: what a resync would queue."""
         self.snapshots_total = 0
         """The sum of `snapshot_bytes`, kept as it changes: `send` reads it for every message."""
+        self.deeper: dict[str, Deeper] = {}
+        """The snapshots still being sent, by symbol: their next slices are built as the writer takes them."""
         self.replies: deque[str | bytes] = deque()
         self.private: deque[str | bytes] = deque()
         self.kept = 0
@@ -94,8 +96,12 @@ class Subscriber:
             return
         if any(entry[0] == symbol for entry in self.buffer):
             self.forget(symbol)
-        message = self.feed.snapshot(symbol)
-        size = _size(message)
+        message, rest = self.feed.snapshot(symbol)
+        if rest is None:
+            self.deeper.pop(symbol, None)
+        else:
+            self.deeper[symbol] = rest
+        size = len(message)
         self.snapshots_total += size - self.snapshot_bytes.get(symbol, 0)
         self.snapshot_bytes[symbol] = size
         self._queue(symbol, message, size)
@@ -105,6 +111,7 @@ class Subscriber:
         self.buffer = deque(entry for entry in self.buffer if entry[0] != symbol)
         self.buffered = sum(entry[2] for entry in self.buffer)
         self.snapshots_total -= self.snapshot_bytes.pop(symbol, 0)
+        self.deeper.pop(symbol, None)
 
     def _queue(self, symbol: str | None, message: Message, size: int) -> None:
         self.buffer.append((symbol, message, size))
@@ -151,6 +158,7 @@ class Subscriber:
         self.closed = True
         self.buffer.clear()
         self.buffered = 0
+        self.deeper.clear()
         self.replies.clear()
         self.private.clear()
         self.kept = 0
@@ -165,6 +173,7 @@ class Subscriber:
             self.resyncs.popleft()
         self.buffer.clear()
         self.buffered = 0
+        self.deeper.clear()
         self.snapshot_bytes.clear()
         self.snapshots_total = 0
         self.feed.stats_resyncs += 1
@@ -178,8 +187,9 @@ class Subscriber:
             self.send_snapshot(symbol)
 
     def next_message(self) -> str | bytes | Message | None:
-        """Take the next message to write, answers and own-order updates before feed data; None when
-        nothing waits. The writer sets `blocked` while the socket takes it and counts it in `sent`."""
+        """Take the next message to write, answers and own-order updates before feed data, and the next
+        slice of a deep snapshot only when nothing else waits; None when nothing does. The writer sets
+        `blocked` while the socket takes it and counts it in `sent`."""
         if self.replies or self.private:
             message = (self.replies or self.private).popleft()
             self.kept -= len(message)
@@ -188,6 +198,14 @@ class Subscriber:
             _, feed_message, size = self.buffer.popleft()
             self.buffered -= size
             return feed_message
+        if self.deeper:
+            # Built now, from the book as it is: every update queued before it has been taken, so the
+            # client holds the symbol's seq, which this slice carries.
+            symbol, rest = next(iter(self.deeper.items()))
+            message = self.feed.mirror.deeper(symbol, rest)
+            if rest.done:
+                del self.deeper[symbol]
+            return message
         return None
 
 
@@ -265,7 +283,8 @@ class Feed:
         """Return once everything up to `seq` is durable, so a read never shows undurable state."""
         await self.mirror.durable.wait(seq, timeout)
 
-    def snapshot(self, symbol: str) -> Message:
+    def snapshot(self, symbol: str) -> tuple[bytes, Deeper | None]:
+        """A snapshot's first message, and where the rest of a deep book starts (None: it was all)."""
         return self.mirror.snapshot(symbol)
 
     def book(self, symbol: str, depth: int) -> dict[str, Any]:

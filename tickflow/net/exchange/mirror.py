@@ -9,7 +9,10 @@ updates after it always fit together.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import Any, Container, Iterable
+
+from sortedcontainers import SortedDict
 
 from tickflow.core.types import LevelChange, OrderState, Outcome
 from tickflow.net.exchange.waits import SeqGate
@@ -17,25 +20,30 @@ from tickflow.net.wire.answers import PublicTrade, encode, public_trade
 
 RECENT_TRADES = 50
 PART_LEVELS = 16_384
-"""Levels in one market-data message at most; an update with more is sent in parts (`_parts`), and a
-snapshot takes at most half of them from each side per part (so a side over 8,192 levels splits it).
-A level is at most 54 bytes of JSON (a 10-digit price, totals below 2**63) and a trade 233 (a 16-character
-symbol, 63-bit ids), so a part of PART_LEVELS levels and PART_TRADES trades stays under 1 MiB, whatever the
-book: a client need not accept more (aiohttp's default limit is 4 MiB), while a whole book can hold up to
-MAX_PRICE levels, tens of gigabytes."""
+"""Levels in one update message at most; an update with more is sent in parts (`_parts`). A level is at
+most 54 bytes of JSON (a 10-digit price, totals below 2**63) and a trade 233 (a 16-character symbol,
+63-bit ids), so a part of PART_LEVELS levels and PART_TRADES trades stays under 1 MiB, whatever the book:
+a client need not accept more (aiohttp's default limit is 4 MiB)."""
 PART_TRADES = 512
 """Trades in one market-data message at most (a snapshot carries RECENT_TRADES, an update those of its batch)."""
-
+SLICE_LEVELS = 1024
+"""Levels of each side in one message of a snapshot. A snapshot's first message holds the best
+SLICE_LEVELS of each side; the deeper levels follow as updates, SLICE_LEVELS a side at a time, each built
+only when the subscriber's writer takes it (`BookMirror.deeper`). So no subscribe builds a whole book in
+one turn of the event loop, whatever its depth (a book can hold up to MAX_PRICE levels), and a reader that
+does not read holds one slice of it, not the book."""
 
 
 class SymbolMirror:
-    """One symbol's durable levels, the seq of its last update and its recent trades."""
+    """One symbol's durable levels (sorted by price: the best N cost O(N + log L) to read, whatever the
+    book's depth L), the seq of its last update and its recent trades."""
 
     __slots__ = ("bids", "asks", "seq", "trades", "last")
 
     def __init__(self, seq: int) -> None:
-        self.bids: dict[int, tuple[int, int]] = {}
-        self.asks: dict[int, tuple[int, int]] = {}
+        # price -> (qty, orders); the best bid is the last key, the best ask the first.
+        self.bids: Any = SortedDict()
+        self.asks: Any = SortedDict()
         self.seq = seq
         self.trades: deque[PublicTrade | dict[str, Any]] = deque(maxlen=RECENT_TRADES)
         self.last: int | None = None
@@ -47,13 +55,39 @@ class SymbolMirror:
         else:
             levels.pop(change.price, None)
 
-    def sorted(self, depth: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
-        bids = sorted(self.bids, reverse=True)[:depth] if depth else sorted(self.bids, reverse=True)
-        asks = sorted(self.asks)[:depth] if depth else sorted(self.asks)
-        return ([[p, *self.bids[p]] for p in bids], [[p, *self.asks[p]] for p in asks])
+    def top(self, depth: int) -> tuple[Levels, Levels]:
+        """The best `depth` levels of each side, best first."""
+        bids, asks = self.bids, self.asks
+        count = len(bids)  # islice counts from the lowest price whichever way it iterates
+        return ([[p, *bids[p]] for p in bids.islice(max(0, count - depth), count, reverse=True)],
+                [[p, *asks[p]] for p in asks.islice(0, depth)])
+
+    def below(self, bid: int | None, ask: int | None, count: int) -> tuple[Levels, Levels]:
+        """The next `count` levels of each side past the prices `bid` and `ask` (worse than them, best
+        first); nothing of a side given as None."""
+        bids, asks = self.bids, self.asks
+        return ([] if bid is None else
+                [[p, *bids[p]] for p in islice(bids.irange(maximum=bid, inclusive=(True, False), reverse=True), count)],
+                [] if ask is None else
+                [[p, *asks[p]] for p in islice(asks.irange(minimum=ask, inclusive=(False, True)), count)])
 
     def best(self) -> tuple[int | None, int | None]:
-        return (max(self.bids) if self.bids else None, min(self.asks) if self.asks else None)
+        return (self.bids.peekitem(-1)[0] if self.bids else None, self.asks.peekitem(0)[0] if self.asks else None)
+
+
+class Deeper:
+    """Where a subscriber's snapshot has got to: the worst price of each side sent so far, None for a side
+    sent whole."""
+
+    __slots__ = ("bid", "ask")
+
+    def __init__(self, bid: int | None, ask: int | None) -> None:
+        self.bid = bid
+        self.ask = ask
+
+    @property
+    def done(self) -> bool:
+        return self.bid is None and self.ask is None
 
 
 class SymbolUpdate:
@@ -95,8 +129,8 @@ class BookMirror:
              trades: Iterable[dict[str, Any]]) -> None:
         """Start a symbol's mirror from a recovered engine (the log on disk is its durable state)."""
         mirror = self.symbols[symbol] = SymbolMirror(seq)
-        for change in (*bids, *asks):
-            mirror.apply(change)
+        mirror.bids.update((c.price, (c.qty, c.orders)) for c in bids if c.qty)  # sorted once, not per level
+        mirror.asks.update((c.price, (c.qty, c.orders)) for c in asks if c.qty)
         for trade in trades:
             mirror.trades.append(trade)
             mirror.last = trade["price"]
@@ -151,16 +185,39 @@ class BookMirror:
         prev, mirror.seq = mirror.seq, entry.seq
         return SymbolUpdate(symbol, entry.seq, prev, bids, asks, entry.trades)
 
-    def snapshot(self, symbol: str) -> Message:
-        """The whole book and the recent trades: one message, or its parts for a book over PART_LEVELS."""
+    def snapshot(self, symbol: str) -> tuple[bytes, Deeper | None]:
+        """The first message of a snapshot: the best SLICE_LEVELS levels of each side and the recent
+        trades; and, for a deeper book, where the rest starts (for `deeper`), else None."""
         mirror = self.symbols[symbol]
-        bids, asks = mirror.sorted()
-        head = {"type": "snapshot", "symbol": symbol, "seq": mirror.seq}
-        return _parts(head, _halves(bids), _halves(asks), list(mirror.trades))
+        bids, asks = mirror.top(SLICE_LEVELS)
+        head = {"type": "snapshot", "symbol": symbol, "seq": mirror.seq, "bids": bids, "asks": asks,
+                "trades": list(mirror.trades)}
+        rest = Deeper(bids[-1][0] if len(mirror.bids) > SLICE_LEVELS else None,
+                      asks[-1][0] if len(mirror.asks) > SLICE_LEVELS else None)
+        if rest.done:
+            return encode(head), None
+        head["deeper"] = True
+        return encode(head), rest
+
+    def deeper(self, symbol: str, rest: Deeper) -> bytes:
+        """The next SLICE_LEVELS levels of each side past `rest`, as an update at the symbol's seq (seq
+        and prevSeq both, `deeper` false on the last); `rest` moves past them, and is done once both
+        sides are sent whole.
+
+        It is built from the book as it is now, so it must be sent after every update of the symbol
+        queued before it (the subscriber builds it only when nothing else waits): the client then holds
+        this seq, and levels that changed since the first message came to it in those updates, as totals,
+        which this agrees with."""
+        mirror = self.symbols[symbol]
+        bids, asks = mirror.below(rest.bid, rest.ask, SLICE_LEVELS)
+        rest.bid = bids[-1][0] if len(bids) == SLICE_LEVELS and bids[-1][0] != mirror.bids.peekitem(0)[0] else None
+        rest.ask = asks[-1][0] if len(asks) == SLICE_LEVELS and asks[-1][0] != mirror.asks.peekitem(-1)[0] else None
+        return encode({"type": "update", "symbol": symbol, "seq": mirror.seq, "prevSeq": mirror.seq,
+                       "bids": bids, "asks": asks, "trades": [], "deeper": not rest.done})
 
     def book(self, symbol: str, depth: int) -> dict[str, Any]:
         mirror = self.symbols[symbol]
-        bids, asks = mirror.sorted(depth)
+        bids, asks = mirror.top(depth)
         return {
             "symbol": symbol,
             "seq": mirror.seq,
@@ -176,7 +233,7 @@ Message = bytes | tuple[bytes, ...]
 
 def _parts(head: dict[str, Any], bids: list[Levels], asks: list[Levels], trades: list[Any]
            ) -> bytes | tuple[bytes, ...]:
-    """One snapshot or update as messages of at most PART_LEVELS levels and PART_TRADES trades each:
+    """One update as messages of at most PART_LEVELS levels and PART_TRADES trades each:
     the message itself when it fits in one, else a tuple of its parts (queued and sent as one).
 
     `bids` and `asks` are the levels already cut in the pieces each part takes (the i-th of each go in
@@ -196,13 +253,6 @@ def _parts(head: dict[str, Any], bids: list[Levels], asks: list[Levels], trades:
             message["more"] = count - 1
         parts.append(encode(message))
     return parts[0] if count == 1 else tuple(parts)
-
-
-def _halves(levels: Levels) -> list[Levels]:
-    """One side of a snapshot, best first, in pieces of half a part: every part holds both sides' next
-    levels, so the first shows the top of the book."""
-    size = PART_LEVELS // 2
-    return [levels[i:i + size] for i in range(0, len(levels), size)]
 
 
 def _removals_first(bids: Levels, asks: Levels) -> tuple[list[Levels], list[Levels]]:

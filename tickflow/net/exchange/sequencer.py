@@ -29,7 +29,8 @@ from tickflow.net.exchange.certain import certain_refusal, nothing_to_cancel
 from tickflow.net.exchange.inflight import InFlight, Item, Resubmit
 from tickflow.net.exchange.stats import Stats
 from tickflow.store.log.codec import decode_record, decode_records, encode_record
-from tickflow.store.log.syncer import NoSyncer, Syncer, default_syncer
+from tickflow.store.log.syncer import NoSyncer, Syncer, default_syncer, roll
+from tickflow.store.log.segments import SegmentedLog
 from tickflow.store.log.wal import MAX_PAYLOAD, Wal
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,8 @@ class _Unacked:
 
     def __init__(self, end: int, items: list[Item], outcomes: list[Outcome]) -> None:
         self.end = end
-        """The log's size after the batch: a sync that covers this many bytes makes it durable."""
+        """The log's size after the batch (`wal.size`: bytes over every segment written since the start,
+        so ordered across rolls): a sync that covers this many bytes makes it durable."""
         self.items = items
         self.outcomes = outcomes
 
@@ -81,7 +83,7 @@ class Sequencer:
     def __init__(
         self,
         engine: Engine,
-        wal: Wal,
+        wal: Wal | SegmentedLog,
         durability: Durability | str = Durability.GROUP,
         *,
         max_batch: int = 256,
@@ -319,6 +321,10 @@ class Sequencer:
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     continue
+                if isinstance(self.wal, SegmentedLog) and self.wal.roll_due and not self.failed:
+                    # Before the batch leaves the queue: what `submit` counts as in flight stays true meanwhile.
+                    await self._roll(self.wal)
+                    continue
                 n = min(len(items), self.max_batch)
                 batch = [popleft() for _ in range(n)]
                 self._release_room(n)
@@ -330,7 +336,7 @@ class Sequencer:
                 if done is None:
                     continue
                 if self.after_batch is not None:
-                    self.after_batch(self.seq, self.wal.size)
+                    self.after_batch(self.seq, self.wal.position)
                 if self.durability is Durability.NONE:
                     self._resolve(*done)
                 else:
@@ -351,6 +357,16 @@ class Sequencer:
         finally:
             if self.failed or self._closing:
                 self._release_room()
+
+    async def _roll(self, wal: SegmentedLog) -> None:
+        """Seal the log's segment once durable whole (`none`: by one fdatasync), then begin the next."""
+        if self.durability is not Durability.NONE:
+            await self._synced_all_future()
+        try:
+            if not self.failed:
+                roll(wal, self._syncer, self.seq + 1, sync=self.durability is Durability.NONE)
+        except Exception as e:  # LogError, OSError: no segment to write to, nothing more is taken
+            self._fail([], f"cannot begin a new log segment: {e}")
 
     def _write_and_apply(self, batch: list[Item]) -> _Batch | None:
         """Stamp, log and match a batch; None when the log refused it (the callers have been told)."""

@@ -61,6 +61,8 @@ class ExchangeMetrics:
     sync_counts: list[int]
     sync_seconds: float
     log_bytes: int = 0
+    """Bytes of the log's segments on disk."""
+    log_segments: int = 0
     snapshot_seq: int = 0
     snapshot_age_records: int = 0
     snapshot_age_seconds: float = 0.0
@@ -226,6 +228,7 @@ class ExchangeService:
     def metrics(self) -> ExchangeMetrics:
         stats = self._sequencer.stats
         snapshotter = self._snapshotter
+        log_bytes, log_segments = self._sequencer.wal.on_disk()
         return ExchangeMetrics(
             queue_depth=self._sequencer.queue_depth, commands=stats.commands, batches=stats.batches,
             orders=self._engine.next_order_id - 1, trades=self._engine.next_trade_id - 1,
@@ -234,7 +237,7 @@ class ExchangeService:
             log_failed=bool(self._sequencer.failed), batch_bounds=Stats.BATCH_BUCKETS,
             batch_sizes=list(stats.batch_sizes), sync_bounds_seconds=tuple(b / 1000 for b in Stats.SYNC_BUCKETS_MS),
             sync_counts=list(stats.sync_hist), sync_seconds=stats.sync_seconds,
-            log_bytes=self._sequencer.wal.size,
+            log_bytes=log_bytes, log_segments=log_segments,
             snapshot_seq=snapshotter.last_seq if snapshotter else 0,
             snapshot_age_records=self._sequencer.seq - (snapshotter.last_seq if snapshotter else 0),
             snapshot_age_seconds=time.time() - snapshotter.last_time if snapshotter else 0.0,
@@ -271,7 +274,7 @@ class ExchangeService:
         await self._sequencer.stop()
         await self._trade_writer.stop()
         if self._snapshotter is not None and not self._sequencer.failed:
-            await self._snapshotter.stop(self._sequencer.seq, self._sequencer.wal.size,
+            await self._snapshotter.stop(self._sequencer.seq, self._sequencer.wal.position,
                                          self._trade_writer.flushed_seq)
             self._snapshotter = None
 

@@ -4,7 +4,8 @@ Every `every` records the sequencer, between two batches, forks. The child holds
 of the engine at that batch's seq: it encodes it, writes and fsyncs a temporary file, and exits; the
 parent goes on matching at once, paying only the fork. Once the child is done, the parent waits until
 the log is durable up to that seq and SQLite holds its trades, then renames the file into place (and
-fsyncs the directory) and deletes the snapshots beyond the newest `keep`. A snapshot is so never ahead
+fsyncs the directory), deletes the snapshots beyond the newest `keep`, and then the log segments whose
+records are all at or before the oldest snapshot kept (a thread does the disk work). A snapshot is so never ahead
 of the durable log, and the records before it are never needed to rebuild SQLite. A failed snapshot
 (a full disk, a child that dies) is logged and counted, and the next one is tried `every` records
 later; it never fails the server or an order. A clean stop writes one more, in this process.
@@ -25,6 +26,7 @@ from pathlib import Path
 from tickflow.core.engine import Engine
 from tickflow.core.snapshot import capture
 from tickflow.store import snapshots
+from tickflow.store.log import segments
 
 log = logging.getLogger("tickflow")
 
@@ -91,13 +93,29 @@ class Snapshotter:
             return
         try:
             await self.durable(seq)
-            snapshots.publish(temporary)
-            snapshots.prune(self.directory, self.keep)
+            await loop.run_in_executor(None, snapshots.publish, temporary)
         except Exception as e:  # a log that failed, SQLite that never caught up, a full disk
             _discard(temporary)
             self._failed(seq, f"cannot publish the snapshot at seq {seq}: {e!r}")
             return
         self._published(seq)
+        try:
+            await loop.run_in_executor(None, self._retire)
+        except OSError as e:  # the next snapshot tries again
+            log.error("deleting old snapshots or log segments failed: %s", e)
+
+    def _retire(self) -> None:
+        """Delete the snapshots beyond the newest `keep`, then the log segments none of those kept needs.
+
+        Called once the newest is durable (renamed, directory synced); an older kept one is what a start
+        falls back to if the newest fails its checksum, so its segments stay."""
+        snapshots.prune(self.directory, self.keep)
+        kept = snapshots.on_disk(self.directory)
+        if not kept:
+            return
+        oldest = snapshots.NAME.match(kept[-1].name)
+        for path in segments.retire(self.directory, int(oldest.group(1)) if oldest else 0):
+            log.info("deleted log segment %s: every record in it is before the snapshots kept", path.name)
 
     def _published(self, seq: int) -> None:
         self.last_seq = seq
@@ -127,12 +145,15 @@ class Snapshotter:
         try:
             data = snapshots.encode(seq, log_offset, self.first_ts(), capture(self.engine))
             snapshots.publish(snapshots.write_temporary(self.directory, seq, data))
-            snapshots.prune(self.directory, self.keep)
         except OSError as e:
             snapshots.remove_temporaries(self.directory)
             self._failed(seq, f"cannot write the snapshot at a clean stop: {e}")
             return
         self._published(seq)
+        try:
+            self._retire()
+        except OSError as e:
+            log.error("deleting old snapshots or log segments failed: %s", e)
 
 
 def _discard(path: Path) -> None:

@@ -18,13 +18,15 @@ from tickflow.net.exchange.sequencer import Durability, Sequencer
 from tickflow.net.exchange.service import ExchangeService
 from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY, Snapshotter
 from tickflow.net.exchange.trade_writer import TradeWriter
-from tickflow.store.datadir import TRADES_FILE, WAL_FILE, how_to_fix
-from tickflow.store.log.wal import CorruptLog, LogError, OsFileOps, Wal
+from tickflow.store.datadir import TRADES_FILE, how_to_fix
+from tickflow.store.log.segments import MIN_SEGMENT_BYTES, SEGMENT_BYTES, SegmentedLog, current_path
+from tickflow.store.log.wal import CorruptLog, LogError, OsFileOps
 from tickflow.store.recovery import Recovery, recover_directory
 from tickflow.store.snapshots import SnapshotError
 from tickflow.store.trades import TradeStore
 
 log = logging.getLogger("tickflow")
+__all__ = ["MIN_SEGMENT_BYTES", "SEGMENT_BYTES", "StartupError", "Started", "start_exchange"]
 
 CATCH_UP_CHUNK = 10_000
 """Trades inserted into SQLite per statement while it catches up with the log."""
@@ -46,9 +48,12 @@ class Started:
 
 async def start_exchange(data: Path, durability: Durability | str, ws_buffer: int,
                          stack: contextlib.AsyncExitStack, *, snapshot_every: int = SNAPSHOT_EVERY,
-                         keep_snapshots: int = KEEP_SNAPSHOTS) -> Started:
+                         keep_snapshots: int = KEEP_SNAPSHOTS, segment_bytes: int = SEGMENT_BYTES) -> Started:
     """Recover the exchange in `data` (locked by the caller) and start it; `stack` stops and closes it."""
-    wal_path = data / WAL_FILE
+    try:
+        wal_path = current_path(data)
+    except CorruptLog as e:
+        raise StartupError(str(e)) from None
     try:  # a log this process may not append to is refused before anything is read
         ops = OsFileOps()
         ops.close(ops.open_append(str(wal_path)))
@@ -58,7 +63,7 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
     store = await _open_store(data / TRADES_FILE)
     stack.push_async_callback(store.close)
     try:
-        wal, engine, recovery = await _recover(wal_path, store, data)
+        wal, engine, recovery = await _recover(wal_path, store, data, segment_bytes)
     except sqlite3.Error as e:  # a full disk, an I/O error, a trigger: while SQLite was brought in line
         raise StartupError(f"the trade store {data / TRADES_FILE} failed while it was brought in line with the "
                            f"log: {e}. The log is as it was: free space or mend the store (or move it aside, to "
@@ -103,7 +108,8 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
     return Started(service, recovery)
 
 
-async def _recover(wal_path: Path, store: TradeStore, data: Path) -> tuple[Wal, Engine, Recovery]:
+async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes: int
+                   ) -> tuple[SegmentedLog, Engine, Recovery]:
     """The log's engine, from the newest usable snapshot and the records after it; then SQLite made to
     hold exactly the log's trades."""
     stored = await store.max_trade_id()
@@ -116,7 +122,7 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path) -> tuple[Wal, 
                     stored_count, stored)
     after = stored if stored_whole else 0
     try:
-        wal, engine, recovery = recover_directory(data, wal_path, keep_trades_after=after)
+        wal, engine, recovery = recover_directory(data, keep_trades_after=after, segment_bytes=segment_bytes)
     except (CorruptLog, SnapshotError) as e:
         raise StartupError(str(e)) from None
     except LogError as e:  # e.g. no space for a new log's header

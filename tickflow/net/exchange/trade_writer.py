@@ -7,12 +7,19 @@ account that traded, on each side), so larger commits make each trade cheaper (b
 measures it; docs/decisions.md says why LINGER is what it is). A failed insert (a full disk) is
 retried, in order, with a growing pause; readers wait rather than see a gap where an answered fill
 should be.
+
+What an outage can cost is bounded: a transaction holds at most MAX_CHUNK trades, so a backlog is
+retried in chunks of that size, not as one ever larger transaction; and at most MAX_BUFFERED trades
+wait in memory. Past that the writer stops copying for the rest of the run (`behind`): the log holds
+every trade, and the next start re-derives from it what SQLite lacks (store/recovery.py), as after a
+crash. Readers then get a 503 at once, saying so, rather than a history with a hole in it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from tickflow.core.types import Outcome, Trade
 from tickflow.net.exchange.waits import SeqGate
@@ -23,14 +30,25 @@ log = logging.getLogger(__name__)
 LINGER = 0.1
 FIRST_RETRY_DELAY = 0.1
 MAX_RETRY_DELAY = 5.0
+MAX_CHUNK = 10_000
+"""Trades in one transaction at most."""
+MAX_BUFFERED = int(os.environ.get("TICKFLOW_MAX_TRADES_BUFFERED") or 200_000)
+"""Trades held in memory while SQLite refuses them (a few hundred bytes each), before the writer leaves
+them to the log and the next start. The environment variable TICKFLOW_MAX_TRADES_BUFFERED sets it: a
+test seam, so a server test reaches the bound with a few hundred trades."""
 
 
 class TradeWriter:
     """A sequencer listener: queues each durable batch's trades; a task inserts them."""
 
-    def __init__(self, store: TradeStore, flushed_seq: int = 0, linger: float = LINGER) -> None:
+    def __init__(self, store: TradeStore, flushed_seq: int = 0, linger: float = LINGER,
+                 max_buffered: int = MAX_BUFFERED, max_chunk: int = MAX_CHUNK) -> None:
         self.store = store
         self.linger = linger
+        self.max_buffered = max_buffered
+        self.max_chunk = max_chunk
+        self.behind: str | None = None
+        """Set once the writer has stopped copying trades for this run (the next start catches up)."""
         self.pending: list[Trade] = []
         self.pending_seq = flushed_seq
         self.flushed = SeqGate(flushed_seq)
@@ -44,6 +62,8 @@ class TradeWriter:
         self.retry_delay = FIRST_RETRY_DELAY
 
     def publish(self, outcomes: list[Outcome]) -> None:
+        if self.behind is not None:
+            return  # the log holds them; the next start puts them in SQLite
         for outcome in outcomes:
             if outcome.trades:
                 self.pending.extend(outcome.trades)
@@ -62,6 +82,8 @@ class TradeWriter:
         """Return once SQLite holds every trade up to `seq`, so a read sees what an answer showed."""
         if seq <= self.flushed_seq:
             return
+        if self.behind is not None:
+            raise TimeoutError(self.behind)
         self.urgent.set()
         await self.flushed.wait(seq, timeout)
 
@@ -75,22 +97,33 @@ class TradeWriter:
                     pass
             self.wake.clear()
             self.urgent.clear()
-            if self.pending or self.flushed_seq < self.pending_seq:
-                batch, self.pending = self.pending, []
-                seq = self.pending_seq
+            if self.behind is None and (self.pending or self.flushed_seq < self.pending_seq):
+                # Trades that come in during the insert are appended after the chunk: it stays at the front.
+                batch = self.pending[:self.max_chunk]
                 if batch and not await self._insert(batch):
                     if self.stopping:  # the log still holds them: the next start inserts them
                         return
-                    self.pending = batch + self.pending  # in order, and not flushed: readers wait for them
-                    self.wake.set()
+                    if len(self.pending) > self.max_buffered:
+                        self._give_up()
+                        continue
+                    self.wake.set()  # in order, and not flushed: readers wait for them
                     await asyncio.sleep(self.retry_delay)
                     self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY)
                     continue
-                self.flushed.advance(seq)
-            if self.pending or self.flushed_seq < self.pending_seq:
+                del self.pending[:len(batch)]
+                # A command's trades may straddle two chunks: flushed up to the seq before the next trade's.
+                self.flushed.advance(self.pending[0].seq - 1 if self.pending else self.pending_seq)
+            if self.behind is None and (self.pending or self.flushed_seq < self.pending_seq):
                 self.wake.set()  # more came in during the insert: they get their own turn
             elif self.stopping:
                 return
+
+    def _give_up(self) -> None:
+        self.behind = (f"SQLite refused trades until more than {self.max_buffered} waited; they are in the log, "
+                       "and the next start puts them in SQLite: restart once it takes writes again")
+        log.error("%s (the trades from seq %d on)", self.behind, self.flushed_seq + 1)
+        self.error = self.behind
+        self.pending = []
 
     async def _insert(self, batch: list[Trade]) -> bool:
         try:
@@ -100,7 +133,7 @@ class TradeWriter:
                 log.exception("writing %d trades to SQLite failed; retrying (the log holds them)", len(batch))
             self.error = f"writing trades to SQLite failed: {e}"
             return False
-        if self.error is not None:
+        if self.error is not None and self.behind is None:
             log.warning("SQLite takes trades again")
             self.error = None
             self.retry_delay = FIRST_RETRY_DELAY

@@ -13,6 +13,7 @@ from aiohttp import web
 from tickflow.net.exchange.service import ExchangeService
 from tickflow.net.gateway.auth import Accounts, SignInFailures
 from tickflow.net.gateway.ratelimit import OrderRate
+from tickflow.net.gateway.room import AUTH_TIMEOUT, MAX_PER_ACCOUNT, Room, default_max_anonymous
 from tickflow.net.gateway.static import default_web_dir
 
 BODY_TIMEOUT = 10.0
@@ -32,6 +33,10 @@ class Gateway:
     body_timeout: float = BODY_TIMEOUT
     """Seconds a request body may take to arrive once its headers have."""
     max_websockets: int = MAX_WEBSOCKETS
+    room: Room = field(default_factory=lambda: Room(default_max_anonymous(MAX_WEBSOCKETS), MAX_PER_ACCOUNT))
+    """The WebSockets not signed in and each account's, each kind under a cap of its own."""
+    auth_timeout: float = AUTH_TIMEOUT
+    """Seconds a WebSocket has to sign in or subscribe before it is closed."""
     allowed_origins: frozenset[str] = frozenset()
     """Web origins (`--allow-origin`) whose pages may open a WebSocket, besides the server's own."""
     warning: str | None = None
@@ -45,7 +50,7 @@ class Gateway:
     """WebSockets past their handshake, to be closed when the server stops."""
     counters: dict[str, int] = field(
         default_factory=lambda: {"ws_messages": 0, "ws_refused": 0, "cancel_on_disconnect": 0, "ws_origin_refused": 0,
-                                 "ws_replies_too_large": 0})
+                                 "ws_replies_too_large": 0, "ws_auth_timeouts": 0})
     closing: bool = False
     """Set once the server is stopping: the WebSockets it closes then did not go away by themselves."""
     chores: set[asyncio.Task[Any]] = field(default_factory=set)

@@ -42,12 +42,15 @@ def render_metrics(gateway: Gateway) -> str:
          counters["ws_origin_refused"]),
         ("tickflow_websocket_answers_too_large_total", "counter", "WebSocket answers over the size one may be, "
          "replaced by an error", counters["ws_replies_too_large"]),
+        ("tickflow_websocket_auth_timeouts_total", "counter", "WebSockets closed for neither signing in nor "
+         "subscribing within --auth-timeout", counters["ws_auth_timeouts"]),
         ("tickflow_websocket_resyncs_total", "counter", "slow-consumer resyncs", exchange.resyncs),
         ("tickflow_websocket_messages_total", "counter", "WebSocket messages received", counters["ws_messages"]),
         ("tickflow_websocket_buffered_bytes", "gauge", "market data waiting in subscribers' buffers",
          exchange.buffered_bytes),
         ("tickflow_log_failed", "gauge", "1 when the log device failed", int(exchange.log_failed)),
-        ("tickflow_log_bytes", "gauge", "bytes of the log on disk", exchange.log_bytes),
+        ("tickflow_log_bytes", "gauge", "bytes of the log on disk, all its segments", exchange.log_bytes),
+        ("tickflow_log_segments", "gauge", "log segment files on disk", exchange.log_segments),
         ("tickflow_snapshot_seq", "gauge", "sequence number of the newest snapshot (0: none)", exchange.snapshot_seq),
         ("tickflow_snapshot_age_records", "gauge", "records sequenced since the newest snapshot",
          exchange.snapshot_age_records),

@@ -44,10 +44,18 @@ async def websocket(request: web.Request) -> web.StreamResponse:
         return error(403, f"a WebSocket from the origin {brief(request.headers.get('Origin'))} is refused: only "
                           "the server's own page, and the origins of --allow-origin, may open one")
     inputs.only_params(request, "GET /ws", AUTH_FIELDS)
+    token = request.query.get("token")
+    account = ex.account(token) if token is not None else None
+    refusal: str | None
     if ex.websockets >= ex.max_websockets:
+        status, refusal = 503, f"too many WebSocket connections ({ex.websockets} open, the server's limit): try again later"
+    else:
+        # Connections that are not signed in have a cap below the total: however many a peer holds open,
+        # signed-in traders still get in. An account over its own cap is told so (its doing: 429).
+        status, refusal = (503 if account is None else 429), ex.room.refusal(account)
+    if refusal is not None:
         ex.counters["ws_refused"] += 1
-        response = error(503, f"too many WebSocket connections ({ex.websockets} open, the server's limit): "
-                               "try again later")
+        response = error(status, refusal)
         response.headers["Retry-After"] = "5"
         return response
     ex.websockets += 1
@@ -71,6 +79,7 @@ async def _websocket(request: web.Request, ex: Gateway) -> web.WebSocketResponse
     writer = asyncio.create_task(write_loop(sub, ws))
     session = _WsSession(ex, sub, request.remote)
     token = request.query.get("token")
+    deadline = asyncio.get_running_loop().call_later(ex.auth_timeout, session.deadline)
     if token is not None:
         flags = {"true": True, "false": False}
         updates = request.query.get("updates", "true")
@@ -90,6 +99,8 @@ async def _websocket(request: web.Request, ex: Gateway) -> web.WebSocketResponse
             elif msg.type is WSMsgType.ERROR:
                 break
     finally:
+        deadline.cancel()
+        ex.room.release(session.slot)
         ex.open_sockets.discard(ws)
         ex.service.detach(sub)
         writer.cancel()
@@ -117,6 +128,8 @@ async def write_loop(sub: Subscriber, ws: web.WebSocketResponse) -> None:
                     await send(message if isinstance(message, bytes) else message.encode(), text)
                 sub.blocked = False
                 sub.sent += 1
+                if sub.deeper:  # a deep snapshot's slices: one per turn of the loop, not all in one
+                    await asyncio.sleep(0)
     except (ConnectionError, RuntimeError, asyncio.CancelledError):
         pass
     finally:
@@ -145,6 +158,27 @@ class _WsSession:
         """The account whose open orders are all cancelled when this connection goes away."""
         self.token: str | None = None
         """The token the connection signed in with: when the tokens change (SIGHUP), it must still name its account."""
+        self.slot: str | None = None
+        """Whose room the connection takes (`ex.room`): its account's once signed in, else the anonymous one."""
+        ex.room.take(None)
+        self.purposeful = False
+        """Signed in or subscribed once: a connection that has done neither by the deadline is closed."""
+
+    def deadline(self) -> None:
+        """The sign-in deadline has passed: a connection that neither signed in nor subscribed only holds
+        a slot (1,000 of them that answer pings held every slot), so it is closed."""
+        if self.purposeful or self.sub.closed:
+            return
+        self.ex.counters["ws_auth_timeouts"] += 1
+        self.sub.close(1008, f"neither signed in nor subscribed within {self.ex.auth_timeout:g} s "
+                             "(--auth-timeout)".encode())
+
+    def _occupy(self, account: str | None) -> None:
+        """Move the connection to `account`'s room (None: the anonymous one), which the caller checked."""
+        if account != self.slot:
+            self.ex.room.release(self.slot)
+            self.ex.room.take(account)
+            self.slot = account
 
     def error(self, message: str, **extra: Any) -> None:
         self.sub.reply(encode({"type": "error", "error": message, **extra}))
@@ -165,6 +199,14 @@ class _WsSession:
             else:
                 self.error("cancelOnDisconnect must be true or false", op="auth", field="cancelOnDisconnect")
             return
+        if account != self.slot:
+            refusal = self.ex.room.refusal(account)
+            if refusal is not None:
+                self._sign_out()
+                self.error(refusal, op="auth")
+                return
+            self._occupy(account)
+        self.purposeful = True
         self.ex.service.authenticate(self.sub, account, updates)
         self.cancel_on_disconnect = account if cancel_on_disconnect else None
         self.token = token
@@ -179,6 +221,11 @@ class _WsSession:
         self.cancel_on_disconnect = None
         self.token = None
         self.ex.accounts.watchers.discard(self.tokens_changed)
+        if self.slot is not None:
+            self._occupy(None)
+            room = self.ex.room
+            if room.anonymous > room.max_anonymous:  # else signing in and out would get round the cap
+                self.sub.close(1013, b"signed out, and no room for a connection that is not signed in: try again later")
 
     def tokens_changed(self) -> bool:
         """The tokens file was read again: a sign-in whose token no longer names its account ends."""
@@ -250,6 +297,7 @@ class _WsSession:
         if unknown:
             self.error(f"unknown symbols: {', '.join(brief(s) for s in unknown[:10])}", op=op, field="symbols")
             return
+        self.purposeful = self.purposeful or op == "subscribe"
         for symbol in dict.fromkeys(symbols):
             if op == "subscribe":
                 service.subscribe(self.sub, symbol)

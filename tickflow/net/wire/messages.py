@@ -233,6 +233,9 @@ class Snapshot(msgspec.Struct, tag_field="type", tag="snapshot", rename="camel")
     trades: list[Trade] = []
     more: int = 0
     """Parts still to come (updates with seq = prevSeq = this seq) when the book did not fit one message."""
+    deeper: bool = False
+    """True when the book is deeper than this message: its other levels follow as updates (seq = prevSeq),
+    between the symbol's other updates, the last of them with `deeper` false."""
 
 
 class Update(msgspec.Struct, tag_field="type", tag="update", rename="camel"):
@@ -246,6 +249,8 @@ class Update(msgspec.Struct, tag_field="type", tag="update", rename="camel"):
     trades: list[Trade] = []
     more: int = 0
     """Parts still to come, as for a snapshot."""
+    deeper: bool | None = None
+    """Set only on the deeper levels of a snapshot: false on the last of them."""
 
 
 class Result(msgspec.Struct, tag_field="type", tag="result"):

@@ -1,8 +1,9 @@
 """The fdatasync helper process (see syncer.ProcessSyncer); run by path, it imports only the standard library.
 
-    python -I -S sync_helper.py LOG_FD REQUESTS_FD REPLIES_FD
+    python -I -S sync_helper.py LOG_FD REQUESTS_SOCKET_FD REPLIES_FD
 
-A request wakes it. It notes the log's size, runs fdatasync, and answers (that size, errno or 0,
+A request wakes it; one that carries a descriptor (SCM_RIGHTS) is the log's next segment, which it syncs
+from then on instead of the last, closed (the server sends it only once the last is durable whole). It notes the log's size, runs fdatasync, and answers (that size, errno or 0,
 seconds, again): everything before that size is durable. `again` says the file grew during the
 sync and it is already syncing again; it goes back to waiting for a request only after an answer
 with `again` false. It exits when the requests pipe closes, or with its parent.
@@ -10,6 +11,7 @@ with `again` false. It exits when the requests pipe closes, or with its parent.
 
 import errno
 import os
+import socket
 import sys
 import time
 
@@ -19,9 +21,15 @@ from helper_formats import SYNC_REPLY as REPLY, SYNC_REQUEST as REQUEST  # noqa:
 
 
 def serve(fd: int, requests: int, replies: int) -> None:
+    channel = socket.socket(fileno=requests)
     while True:
-        if len(os.read(requests, REQUEST.size)) < REQUEST.size:  # one 8-byte write arrives whole
+        request, fds, _, _ = socket.recv_fds(channel, REQUEST.size, 1)
+        if len(request) < REQUEST.size:  # one 8-byte message arrives whole
             return
+        if fds:
+            os.close(fd)
+            fd = fds[0]
+            continue
         again = True
         while again:
             size = os.fstat(fd).st_size

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Protocol
 
 from tickflow.store.log.helper_formats import SYNC_REPLY as REPLY, SYNC_REQUEST as REQUEST
+from tickflow.store.log.segments import SegmentedLog
 from tickflow.store.log.wal import OsFileOps, Wal, above_stdio
 
 Done = Callable[[int, "str | None", float], None]
@@ -42,13 +44,29 @@ class Syncer(Protocol):
 
     def start(self, loop: asyncio.AbstractEventLoop, done: Done) -> None: ...
     def grown(self, size: int) -> None: ...
+    def switch(self, fd: int, base: int) -> None: ...
     def close(self) -> None: ...
+
+
+def roll(log: SegmentedLog, syncer: Syncer, first_seq: int, *, sync: bool) -> None:
+    """Seal `log`'s segment and begin the next, whose first record is `first_seq`; `syncer` syncs the new
+    one from then on. The caller has waited until `syncer` is idle, so the sealed segment is durable
+    whole; with `sync` (no syncer runs: durability none) it is synced here first."""
+    if sync:
+        log.sync()
+    log.roll(first_seq)
+    syncer.switch(log.fileno(), log.size - log.position)
+
+
+def _idle(syncer: Syncer) -> None:
+    if syncer.busy:
+        raise RuntimeError("a sync is running: the log is switched to a new segment only once all is durable")
 
 
 class ThreadSyncer:
     """fdatasync through `Wal.sync` on a thread (honours the Wal's FileOps, so tests can inject faults)."""
 
-    def __init__(self, wal: Wal) -> None:
+    def __init__(self, wal: Wal | SegmentedLog) -> None:
         self.wal = wal
         self.busy = False
         self._want = 0
@@ -64,6 +82,9 @@ class ThreadSyncer:
         self._want = max(self._want, size)
         if not self.busy:
             self._sync()
+
+    def switch(self, fd: int, base: int) -> None:
+        _idle(self)  # (Wal.sync syncs whichever segment is current)
 
     def _sync(self) -> None:
         loop = self._loop
@@ -101,14 +122,18 @@ class ProcessSyncer:
     The helper is asked only when it is idle; while it is busy it sees growth for itself (it compares
     the file's size before and after each sync) and says in each answer whether it is syncing again."""
 
-    def __init__(self, wal: Wal) -> None:
+    def __init__(self, wal: Wal | SegmentedLog) -> None:
         self.wal = wal
         self.busy = False
         self._want = 0
+        self._base = 0
+        """Where the segment the helper syncs begins in the log's sizes (`SegmentedLog.size`, which start
+        at the segment open after a replay: 0 until the first roll)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: Done | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._req = -1
+        self._req_sock: socket.socket | None = None
         self._resp = -1
         self._buf = b""
         self._dead: str | None = None
@@ -120,7 +145,9 @@ class ProcessSyncer:
         # The helper's stdin is /dev/null: a log numbered 0 (this process started with stdin closed)
         # would be covered by it, and the helper would sync /dev/null.
         log_fd = above_stdio(os.dup(fd))  # a copy for the child, closed once it has its own
-        req_r, req_w = os.pipe()
+        # Requests go through a socket, which can carry a descriptor: the next segment's, at a roll.
+        req_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        req_r, req_w = child_sock.detach(), req_sock.fileno()
         resp_r, resp_w = os.pipe()
         req_r, resp_w = above_stdio(req_r), above_stdio(resp_w)
         helper = os.environ.get(HELPER_SEAM) or HELPER
@@ -134,6 +161,7 @@ class ProcessSyncer:
             os.close(resp_w)
             os.close(log_fd)
         self._req = req_w
+        self._req_sock = req_sock
         self._resp = resp_r
         os.set_blocking(resp_r, False)
         loop.add_reader(resp_r, self._readable)
@@ -149,6 +177,16 @@ class ProcessSyncer:
             self._report(self._want, self._dead, 0.0)
         elif not self.busy:
             self._ask()
+
+    def switch(self, fd: int, base: int) -> None:
+        """From now on the helper syncs `fd` (a new segment beginning at `base`), and closes the last."""
+        _idle(self)
+        self._base = base
+        if self._dead is None and self._req_sock is not None:
+            try:
+                socket.send_fds(self._req_sock, [REQUEST.pack(-1)], [fd])
+            except OSError as e:
+                self._died(f"the sync helper is gone: {e}")
 
     def _ask(self) -> None:
         self.busy = True
@@ -179,6 +217,7 @@ class ProcessSyncer:
         done = self._done
         assert done is not None
         for synced, code, seconds, again in REPLY.iter_unpack(buf[:end]):
+            synced += self._base
             if code:
                 why = f"fdatasync of {self.wal.path} failed: [Errno {code}] {os.strerror(code)}"
                 self.wal.fail(why)
@@ -207,7 +246,8 @@ class ProcessSyncer:
             return
         if self._loop is not None and self._dead is None:
             self._loop.remove_reader(self._resp)
-        os.close(self._req)  # the helper exits on end of file, after the sync it is running
+        if self._req_sock is not None:
+            self._req_sock.close()  # the helper exits on end of file, after the sync it is running
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -228,10 +268,13 @@ class NoSyncer:
     def grown(self, size: int) -> None:
         raise RuntimeError("durability=none never asks for a sync")
 
+    def switch(self, fd: int, base: int) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
 
-def default_syncer(wal: Wal) -> Syncer:
+def default_syncer(wal: Wal | SegmentedLog) -> Syncer:
     """The helper process for a real file; a thread when the Wal's FileOps is not the real file system (tests)."""
     return ProcessSyncer(wal) if type(wal.ops) is OsFileOps else ThreadSyncer(wal)

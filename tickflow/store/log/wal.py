@@ -18,11 +18,9 @@ file (`tickflow log`).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
-import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,41 +205,6 @@ def _records_start(path: str, data: bytes) -> int | None:
                         "so it is no tickflow log")
 
 
-def add_header(path: str, old: bytes) -> None:
-    """Give a log written before logs had a header its header. `old` is the log's content, read once
-    by the caller while it holds the data directory's lock (so nothing appends meanwhile).
-
-    The header and `old` go to a new file beside it, synced, then renamed over the log, so a crash
-    leaves one or the other whole; on an error the new file is removed and the log is as it was. The
-    new file keeps the log's mode (a log only its owner may read stays so) and, where allowed, its
-    owner (so the user the server runs as can still append to it)."""
-    if old.startswith(FILE_HEADER):
-        raise ValueError(f"{path} already starts with its header")
-    before = os.stat(path)
-    upgraded = f"{path}.upgrading"
-    fd = os.open(upgraded, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            _keep_mode_and_owner(fd, before)
-            write_all(fd, FILE_HEADER)
-            write_all(fd, old)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(upgraded, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(upgraded)
-        raise
-    sync_dir(Path(os.path.abspath(path)).parent)
-
-
-def _keep_mode_and_owner(fd: int, before: os.stat_result) -> None:
-    os.fchmod(fd, stat.S_IMODE(before.st_mode))
-    with contextlib.suppress(PermissionError):  # only root may give a file away
-        os.fchown(fd, before.st_uid, before.st_gid)
-
-
 class Wal:
     """An append-only log file. `open` reads it; iterate `replay()` before appending."""
 
@@ -282,10 +245,20 @@ class Wal:
         # The file is opened for appending for good only after the replay, which can take many
         # seconds; a log that cannot be written is refused now, before any of that work.
         ops.close(ops.open_append(path))
+        return cls._read(path, ops, start, writable=True)
+
+    @classmethod
+    def sealed(cls, path: str, ops: FileOps | None = None, start: int = 0) -> "Wal":
+        """A segment that is no longer appended to, read from `start` like `open` reads: its replay
+        changes no file, and a torn tail is left in `cut` for the caller to judge."""
+        return cls._read(path, ops or OsFileOps(), start, writable=False)
+
+    @classmethod
+    def _read(cls, path: str, ops: FileOps, start: int, *, writable: bool) -> "Wal":
         if not start:
-            return cls(path, ops.read(path), ops)
+            return cls(path, ops.read(path), ops, writable=writable)
         if type(ops) is OsFileOps:  # the records before `start` are never read
-            size = os.path.getsize(path)
+            size = os.path.getsize(path) if os.path.exists(path) else 0
             data = _read_from(path, start) if size >= start else b""
             head, rest = data[: len(FILE_HEADER)], data[len(FILE_HEADER):]
         else:
@@ -294,8 +267,25 @@ class Wal:
         if start < len(FILE_HEADER) or size < start:
             raise CorruptLog(path, size, f"the log ends at byte {size}, before byte {start} where the snapshot "
                              "says its records go on", "so the snapshot is ahead of the log")
-        wal = cls(path, head + rest, ops)
+        wal = cls(path, head + rest, ops, writable=writable)
         wal.base = start - len(FILE_HEADER)
+        return wal
+
+    @classmethod
+    def create(cls, path: str, ops: FileOps | None = None) -> "Wal":
+        """A new segment at `path`, open for appending: its directory entry and its header are durable
+        before any record is written (FileExistsError if a file with records is in the way)."""
+        ops = ops or OsFileOps()
+        if ops.read(path):
+            raise FileExistsError(f"{path}: a log segment of that name already exists")
+        wal = cls(path, b"", ops)
+        wal._fd = ops.open_append(path)  # (OsFileOps syncs the directory)
+        try:
+            wal._write(FILE_HEADER)
+            ops.sync(wal._fd)
+        except BaseException:
+            wal.close()
+            raise
         return wal
 
     @classmethod
@@ -460,6 +450,15 @@ class Wal:
         log.error("%s: %s; its bytes %d-%d (the records no caller was told were taken) were blanked with "
                   "zeros instead, which the next start cuts as a torn tail", self.path, why, start, end)
         return True
+
+    @property
+    def position(self) -> int:
+        """Bytes in this file: where the next record goes (a snapshot names its place by it)."""
+        return self.size
+
+    def on_disk(self) -> tuple[int, int]:
+        """Bytes of the log on disk and how many files hold them."""
+        return self.size, 1
 
     def fileno(self) -> int:
         """The open log file (for a sync done elsewhere: see store/syncer.py)."""

@@ -9,8 +9,11 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from server_process import ServerProcess
+from tickflow.net.wire import batches
 
 
 def order(side: str = "buy", price: int = 100, qty: int = 1, symbol: str = "ACME", **kw: Any) -> dict[str, Any]:
@@ -284,3 +287,34 @@ async def test_order_updates_come_as_lists_when_asked_and_one_by_one_otherwise(s
             while (msg := json.loads((await listed.ws.receive()).data))["type"] != "error":
                 pass
         assert msg["field"] == "updates"
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.one_of(
+    st.fixed_dictionaries({"op": st.just("order"), "symbol": st.sampled_from(["ACME", "NOPE"]),
+                           "side": st.sampled_from(["buy", "sell"]), "qty": st.integers(-1, 5)},
+                          optional={"price": st.one_of(st.none(), st.integers(0, 3), st.floats(1, 3)),
+                                    "type": st.sampled_from(["limit", "market", "stop"]),
+                                    "tif": st.sampled_from(["gtc", "ioc", "fok"]), "postOnly": st.booleans(),
+                                    "clientOrderId": st.sampled_from(["a", "b c", ""]), "extra": st.just(1)}),
+    st.fixed_dictionaries({"op": st.sampled_from(["cancel", "amend"]), "orderId": st.integers(-1, 3)},
+                          optional={"qty": st.integers(0, 3), "price": st.integers(0, 3), "id": st.just(1)}),
+    st.fixed_dictionaries({"op": st.just("cancelAll")},
+                          optional={"symbol": st.sampled_from(["ACME", "NOPE"]), "side": st.sampled_from(["buy", "x"])}),
+), min_size=0, max_size=6), st.one_of(st.integers(-(2**64), 2**64), st.text(max_size=3), st.booleans()))
+def test_the_fast_way_in_gives_exactly_the_commands_of_the_general_way(ops: list[dict[str, Any]], request_id: Any
+                                                                      ) -> None:
+    raw = json.dumps({"op": "batch", "id": request_id, "ops": ops})
+    fast = batches.fast_batch(raw, "alice", {"ACME"})
+    if fast is None:
+        return  # the general way answers it (every path of it is tested above)
+    assert fast[0] == request_id and type(request_id) in (int, str) and type(request_id) is not bool
+    assert fast[1] == [batches.batch_command("alice", op, {"ACME"}) for op in ops]
+    assert fast[2] == batches.rated(ops)
+
+
+def test_a_batch_as_bots_send_it_takes_the_fast_way_in() -> None:
+    ops = [{"op": "order", "symbol": "ACME", "side": "buy", "qty": 1, "price": 5, "clientOrderId": "k1"},
+           {"op": "cancel", "orderId": 7}, {"op": "amend", "orderId": 8, "qty": 2}, {"op": "cancelAll", "side": "sell"}]
+    fast = batches.fast_batch(json.dumps({"op": "batch", "id": "b1", "ops": ops}), "alice", {"ACME"})
+    assert fast is not None and fast[0] == "b1" and len(fast[1]) == 4 and fast[2] == 2

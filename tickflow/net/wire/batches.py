@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Container
+from typing import Annotated, Any, Container, Literal
 
-from tickflow.core.types import MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, Command, Quote, Reason
+import msgspec
+from msgspec import Meta
+
+from tickflow.core.types import MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, Amend, Command, Quote, Reason
 from tickflow.net.wire import requests
 from tickflow.net.wire.errors import BadRequest, brief, cut
-from tickflow.net.wire.limits import MAX_BATCH
+from tickflow.net.wire.limits import MAX_BATCH, MAX_WS_ID
 
 BATCHABLE = ("order", "cancel", "amend", "cancelAll")
 """The ops a batch may carry: order entry, each as it is sent alone."""
@@ -119,3 +122,62 @@ def _whole(value: Any) -> int | None:
     if type(value) is float and value.is_integer():
         return int(value)
     return None
+
+
+# ---------------------------------------------------------------- the fast way in
+# A batch as bots send it (well-formed ops, integers where integers go) is decoded in one msgspec call into
+# typed ops, several times cheaper than a JSON tree checked op by op. Anything else (a failure of any kind,
+# a number written 5.0) goes the general way above, which is the reference: it answers every op.
+
+
+class _OrderOp(requests.OrderRequest, tag="order", tag_field="op"):
+    pass
+
+
+class _CancelOp(msgspec.Struct, tag="cancel", tag_field="op", rename="camel", forbid_unknown_fields=True):
+    order_id: int
+
+
+class _AmendOp(requests.AmendRequest, tag="amend", tag_field="op"):
+    order_id: int = 0
+
+
+class _CancelAllOp(requests.OrderFilter, tag="cancelAll", tag_field="op"):
+    pass
+
+
+class _Batch(msgspec.Struct, tag="batch", tag_field="op", forbid_unknown_fields=True):
+    id: int | Annotated[str, Meta(max_length=MAX_WS_ID)]
+    ops: Annotated[list[_OrderOp | _CancelOp | _AmendOp | _CancelAllOp], Meta(min_length=1, max_length=MAX_BATCH)]
+
+
+_batch_decoder = msgspec.json.Decoder(_Batch)
+
+
+def fast_batch(raw: str | bytes, account: str, symbols: Container[str]) -> tuple[int | str, list[Command], int] | None:
+    """A WebSocket batch message as (its id, its commands, how many count against the order rate), when every
+    op is well formed and valid; None otherwise (the caller then takes the general way, which answers each
+    op). Gives exactly the commands the general way would."""
+    try:
+        batch = _batch_decoder.decode(raw)
+        if type(batch.id) is int and not -(1 << 63) <= batch.id < 1 << 63:
+            return None
+        commands: list[Command] = []
+        rated = 0
+        for op in batch.ops:
+            if isinstance(op, _OrderOp):
+                commands.append(requests.order_of(account, op, symbols))
+                rated += 1
+            elif isinstance(op, _CancelOp):
+                commands.append(requests.cancel(account, requests.order_id_field(op.order_id)))
+            elif isinstance(op, _AmendOp):
+                order_id = requests.order_id_field(op.order_id)
+                if op.qty is None and op.price is None:
+                    return None
+                commands.append(Amend(account, order_id, op.qty, op.price))
+                rated += 1
+            else:
+                commands.append(requests.cancel_all(account, msgspec.structs.asdict(op), symbols))
+        return batch.id, commands, rated
+    except (msgspec.DecodeError, msgspec.ValidationError, BadRequest):
+        return None

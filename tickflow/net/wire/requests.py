@@ -168,7 +168,11 @@ def convert(data: Any, kind: type[msgspec.Struct]) -> Any:
 
 
 def new_order(account: str, data: Any, symbols: Container[str]) -> NewOrder:
-    req: OrderRequest = convert(data, OrderRequest)
+    return order_of(account, convert(data, OrderRequest), symbols)
+
+
+def order_of(account: str, req: OrderRequest, symbols: Container[str]) -> NewOrder:
+    """The order a request's fields (decoded and in range) ask for, once the rules between them hold."""
     if req.symbol not in symbols:
         raise BadRequest(f"unknown symbol {brief(req.symbol)}", "symbol")
     if req.type == "limit":

@@ -26,6 +26,7 @@ from tickflow.core.types import (
     OrderState,
     Outcome,
     Quote,
+    Rules,
     Trade,
 )
 
@@ -69,6 +70,7 @@ class RefEngine:
     seen: dict[tuple[str, str], tuple[NewOrder, OrderState]] = field(default_factory=dict)
     next_order_id: int = 1
     next_trade_id: int = 1
+    max_open_orders: int = 0
 
     @classmethod
     def with_symbols(cls, symbols: Iterable[str]) -> RefEngine:
@@ -119,6 +121,9 @@ class RefEngine:
             return self.cancel_all(seq, ts, cmd)
         if isinstance(cmd, Quote):
             return self.quote(seq, ts, cmd)
+        if isinstance(cmd, Rules):
+            self.max_open_orders = cmd.max_open_orders
+            return Outcome(seq, None, None, [], [], [])
         raise TypeError(cmd)
 
     def new_order(self, seq: int, ts: int, cmd: NewOrder) -> Outcome:
@@ -136,8 +141,15 @@ class RefEngine:
             self.seen[(cmd.account, cmd.client_order_id)] = (cmd, outcome.result)  # type: ignore[assignment]
         return outcome
 
+    def open_count(self, account: str) -> int:
+        return sum(1 for lst in self.resting.values() for o in lst if o.account == account)
+
     def place(self, seq: int, ts: int, order: RefOrder) -> Outcome:
         reason = self.rejection(order)
+        # The open-order limit comes after the order's own terms, before whether a post-only order would take.
+        if (reason in (None, "post_only_would_take") and self.max_open_orders and order.type == "limit"
+                and order.tif == "gtc" and self.open_count(order.account) >= self.max_open_orders):
+            reason = "too_many_open_orders"
         if reason is not None:
             order.status = "rejected"
             order.reason = reason
@@ -314,12 +326,24 @@ class RefEngine:
         mine = sorted((o for side in ("buy", "sell") for o in self.resting[(cmd.symbol, side)]
                        if o.account == cmd.account and o.quote), key=lambda o: o.order_id)
         wanted = {("buy", p): q for p, q in cmd.bids} | {("sell", p): q for p, q in cmd.asks}
+        staying = {o.order_id for o in mine if (o.side, o.price) in wanted
+                   and wanted[(o.side, o.price)] <= o.qty - o.filled}
+        kept_keys = set()
+        for o in mine:  # a second order at a kept price goes
+            if o.order_id in staying and (o.side, o.price) in kept_keys:
+                staying.discard(o.order_id)
+            elif o.order_id in staying:
+                kept_keys.add((o.side, o.price))
+        new_levels = len(wanted) - len(kept_keys)
+        going = len(mine) - len(staying)
+        if (self.max_open_orders and new_levels
+                and self.open_count(cmd.account) - going + new_levels > self.max_open_orders):
+            return Outcome(seq, None, "too_many_open_orders", [], [], [])
         gone: list[OrderState] = []
         kept: list[RefOrder] = []
         for order in mine:
-            qty = wanted.get((order.side, order.price))
-            if qty is not None and qty <= order.qty - order.filled:
-                del wanted[(order.side, order.price)]
+            if order.order_id in staying:
+                qty = wanted.pop((order.side, order.price))
                 if qty < order.qty - order.filled:
                     order.qty = order.filled + qty
                     order.seq, order.ts = seq, ts

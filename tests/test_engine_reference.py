@@ -19,7 +19,7 @@ from reference_book import Driver, RefEngine
 
 from tickflow.core.engine import QUIET, Engine
 from tickflow.core.types import (MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder, Outcome,
-                                  Quote, Side, Tif)
+                                  Quote, Rules, Side, Tif)
 from tickflow.core.snapshot import state_hash
 
 SYMBOLS = ("ACME", "BETA")
@@ -177,7 +177,10 @@ def quotes(draw: st.DrawFn) -> Quote:
     return Quote(draw(accounts), draw(symbols), bids, asks)
 
 
-command_lists = st.lists(st.one_of(commands(), quotes()), min_size=1, max_size=80)
+rules = st.integers(0, 4).map(Rules)
+"""Open-order limits small enough to be reached (0: none)."""
+
+command_lists = st.lists(st.one_of(commands(), quotes(), rules), min_size=1, max_size=80)
 
 
 class EngineAgainstReference(RuleBasedStateMachine):
@@ -227,6 +230,11 @@ class EngineAgainstReference(RuleBasedStateMachine):
         for state in out.quoted:
             self.owner[state.order_id] = state.account
         return multiple(*(s.order_id for s in out.quoted if s.status != "cancelled"))
+
+    @rule(command=rules)
+    def set_rules(self, command: Rules) -> None:
+        out = self.twin.step(command)
+        assert out.error is None and self.twin.driver.engine.max_open_orders == command.max_open_orders
 
     @rule(command=cancel_alls())
     def cancel_all(self, command: CancelAll) -> None:

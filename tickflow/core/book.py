@@ -136,6 +136,21 @@ class BookSide:
             prices = prices[:depth]
         return [self.levels[p] for p in prices]
 
+    def fillable(self, need: int, key: int, besides: str | None = None) -> bool:
+        """True when levels crossing `key` (a matching key, see BookSide) hold `need`, not counting the orders
+        of account `besides` (self-trade prevention would cancel them, not fill against them)."""
+        sign = self.sign
+        for level in self.best_first():  # best first: stop once filled or past the limit
+            if level.price * sign > key:
+                return False
+            if besides is not None:
+                need -= sum(o.qty - o.filled for o in level.live_orders() if o.account != besides)
+            else:
+                need -= level.qty
+            if need <= 0:
+                return True
+        return False
+
     def best_first(self) -> Iterator[Level]:
         """Live levels, best first, read off the heap without sorting it: the k-th costs O(log k).
 

@@ -21,7 +21,7 @@ from tickflow.core.book import NO_LIMIT, Book, BookSide, Level, Order
 from tickflow.core.orders import NO_FILLS, plan_quote, quote_problem, rejection, same_order, state_of, unfilled_reason
 from tickflow.core.types import (
     MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, Fill, LevelChange, MakerFill, NewOrder,
-    OrderState, Outcome, Quote, Reason, Status, Trade
+    OrderState, Outcome, Quote, Reason, Rules, Status, Trade
 )
 
 # Shared by every outcome without trades, level changes or updates: the engine never changes a list it
@@ -50,6 +50,8 @@ class Engine:
         # keeps the command's): each decoded record and each request brings a fresh copy.
         self.accounts: dict[str, str] = {}
         self.next_trade_id = 1
+        self.max_open_orders = 0
+        """The open orders one account may have (0: no limit), as the last Rules record set it."""
         self.last_seq = 0
         self.last_ts = 0
         # While replaying quietly: no answers are built, and only the trades with ids above
@@ -117,6 +119,8 @@ class Engine:
         if type_ == "limit":
             if not 0 < price <= MAX_PRICE:
                 return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.BAD_PRICE)
+            if self.max_open_orders and tif == "gtc" and self._at_cap(cmd.account):
+                return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.TOO_MANY_OPEN_ORDERS)
         elif price:
             return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.BAD_PRICE)
         else:
@@ -153,7 +157,7 @@ class Engine:
 
         if cmd.post_only:
             return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.POST_ONLY_WOULD_TAKE)
-        if tif == "fok" and not self._fok_fillable(opposite, account, qty, key):
+        if tif == "fok" and not opposite.fillable(qty, key, account if self.open_orders.get(account) else None):
             return self._unfilled(seq, ts, cmd, order_id, "cancelled", Reason.FOK_NOT_FILLED)
         # While replaying, the fills are still needed for the first answer of an order with a clientOrderId.
         no_answer = self.quiet and coid is None
@@ -201,6 +205,9 @@ class Engine:
             return self._cancel_all(seq, ts, command)  # type: ignore[arg-type]
         if kind is Quote:
             return self._quote(seq, ts, command)  # type: ignore[arg-type]
+        if kind is Rules:
+            self.max_open_orders = command.max_open_orders  # type: ignore[union-attr]
+            return Outcome(seq, None, None, _EMPTY, _EMPTY, _EMPTY)
         if isinstance(command, AddSymbol):
             if command.symbol in self.books:
                 return Outcome(seq, None, Reason.SYMBOL_EXISTS, _EMPTY, _EMPTY, _EMPTY)
@@ -344,6 +351,8 @@ class Engine:
         standing = sorted((o for o in open_.values() if o.quote and o.symbol == book.symbol),
                           key=_by_id) if open_ else []
         cancel, keep, place = plan_quote(standing, cmd)
+        if self.max_open_orders and place and self._at_cap(account, len(place) - len(cancel)):
+            return Outcome(seq, None, Reason.TOO_MANY_OPEN_ORDERS, _EMPTY, _EMPTY, _EMPTY)
         quoted: list[OrderState] = []
         levels: dict[tuple[str, int], LevelChange] = {}
         for order in cancel:
@@ -460,21 +469,6 @@ class Engine:
         self.next_trade_id = trade_id
         return want, fills, trades, updates, changes
 
-    def _fok_fillable(self, opposite: BookSide, account: str, need: int, key: int) -> bool:
-        """True when the book holds `need` crossing quantity, not counting the account's own orders."""
-        own = bool(self.open_orders.get(account))
-        sign = opposite.sign
-        for level in opposite.best_first():  # best first: stop once filled or past the limit
-            if level.price * sign > key:
-                return False
-            if own:
-                need -= sum(o.qty - o.filled for o in level.live_orders() if o.account != account)
-            else:
-                need -= level.qty
-            if need <= 0:
-                return True
-        return False
-
     # ------------------------------------------------------------------ bookkeeping
 
     def _keep(self, trades: list[Trade]) -> None:
@@ -489,6 +483,11 @@ class Engine:
             if order is not None and order.account == account:
                 return order
         return None
+
+    def _at_cap(self, account: str, more: int = 1) -> bool:
+        """True when `more` new open orders would take `account` past the open-order limit."""
+        open_ = self.open_orders.get(account)
+        return (len(open_) if open_ else 0) + more > self.max_open_orders
 
     def _close(self, order: Order, status: Status, reason: str | None, seq: int, ts: int) -> None:
         order.status = status

@@ -38,6 +38,8 @@ class EngineState(msgspec.Struct, array_like=True, forbid_unknown_fields=True, g
     books: list[BookState]
     idempotency: list[tuple[str, str, OrderState]]
     """(account, clientOrderId, the order's first answer)."""
+    max_open_orders: int = 0
+    """The logged open-order limit (last, with a default: a snapshot from before it reads as none)."""
 
 
 def capture(engine: Engine) -> EngineState:
@@ -50,7 +52,8 @@ def capture(engine: Engine) -> EngineState:
                           for level in side.sorted_levels()])
         books.append(BookState(symbol, book.seq, sides[0], sides[1]))
     idempotency = [(account, coid, state) for (account, coid), state in engine.idempotency.items()]
-    return EngineState(engine.last_seq, engine.last_ts, engine.next_trade_id, engine.orders, books, idempotency)
+    return EngineState(engine.last_seq, engine.last_ts, engine.next_trade_id, engine.orders, books, idempotency,
+                       engine.max_open_orders)
 
 
 class BadState(ValueError):
@@ -63,6 +66,7 @@ def restore(state: EngineState) -> Engine:
     engine.last_seq = state.last_seq
     engine.last_ts = state.last_ts
     engine.next_trade_id = state.next_trade_id
+    engine.max_open_orders = state.max_open_orders
     orders = state.orders
     if not orders or orders[0] is not None:
         raise BadState("the order table must start with the unused id 0")
@@ -111,7 +115,7 @@ def state_hash(engine: Engine) -> str:
     h = hashlib.blake2b(digest_size=16)
     enc = msgspec.msgpack.Encoder()
     h.update(enc.encode([engine.next_order_id, engine.next_trade_id, engine.last_seq, engine.last_ts,
-                         sorted(engine.books)]))
+                         sorted(engine.books), engine.max_open_orders]))
     for symbol in sorted(engine.books):
         book = engine.books[symbol]
         for side in (book.bids, book.asks):

@@ -50,6 +50,7 @@ class Reason:
     REPEATED_PRICE: Final = "repeated_price"
     CROSSED_QUOTE: Final = "crossed_quote"
     TOO_MANY_LEVELS: Final = "too_many_levels"
+    TOO_MANY_OPEN_ORDERS: Final = "too_many_open_orders"
 
 
 # ---------------------------------------------------------------- commands (what the log holds)
@@ -117,7 +118,16 @@ class Quote(msgspec.Struct, tag_field="kind", tag="q", array_like=True, forbid_u
     asks: list[tuple[int, int]]
 
 
-Command = NewOrder | Cancel | Amend | CancelAll | AddSymbol | Quote
+class Rules(msgspec.Struct, tag_field="kind", tag="r", array_like=True, forbid_unknown_fields=True,
+            frozen=True, gc=False):
+    """The limits the engine enforces from this record on: logged like symbols, so a replay applies the
+    limits that were in force, whatever the flags of the server that replays it."""
+
+    max_open_orders: int = 0
+    """The most open orders one account may have; a limit order that could rest past it is rejected. 0: none."""
+
+
+Command = NewOrder | Cancel | Amend | CancelAll | AddSymbol | Quote | Rules
 
 
 class Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, frozen=True, gc=False):

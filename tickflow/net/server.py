@@ -27,6 +27,7 @@ from tickflow.net.gateway.app import close_websockets, make_app
 from tickflow.net.gateway.auth import Accounts
 from tickflow.net.gateway.logburst import LogBurst
 from tickflow.net.gateway.ratelimit import MAX_ORDER_RATE, OrderRate
+from tickflow.net.wire.limits import MAX_OPEN_ORDERS
 from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
 from tickflow.net.gateway.room import AUTH_TIMEOUT, MAX_PER_ACCOUNT, Room, default_max_anonymous
 from tickflow.net.gateway.security import origin_argument
@@ -125,6 +126,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--segment-bytes", type=_segment_bytes, default=SEGMENT_BYTES, metavar="BYTES",
                    help="a log segment file is sealed and the next begun once it holds this many bytes "
                         "(default %(default)s, 64 MiB)")
+    p.add_argument("--max-open-orders", type=_whole_number, default=MAX_OPEN_ORDERS, metavar="N",
+                   help=f"open orders one account may have (default {MAX_OPEN_ORDERS}; 0: no limit): a limit order "
+                        "that could rest past it is rejected (too_many_open_orders). Logged, so a replay keeps "
+                        "the limit that was in force")
     p.add_argument("--max-order-rate", type=_whole_number, default=MAX_ORDER_RATE, metavar="N",
                    help=f"new orders, amends and quotes a second one account may send, as many at once at most "
                         f"(default {MAX_ORDER_RATE}; 0: no limit); past it: 429 with Retry-After, nothing logged. "
@@ -332,6 +337,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     listen(sockets, f"{args.host}:{args.port}")
     for symbol in symbols:
         await service.add_symbol(symbol)
+    await service.set_rules(args.max_open_orders)
 
     gateway = Gateway(service, accounts, body_timeout=args.body_timeout, max_websockets=args.max_websockets,
                       room=Room(args.max_anonymous_websockets, args.max_websockets_per_account),

@@ -17,7 +17,7 @@ from typing import Any
 from tickflow.core.book import Order
 from tickflow.core.engine import Engine
 from tickflow.core.orders import state_of
-from tickflow.core.types import AddSymbol, Command, OrderState, Outcome, Side
+from tickflow.core.types import AddSymbol, Command, OrderState, Outcome, Rules, Side
 from tickflow.net.exchange.fanout import Feed, Subscriber
 from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped
 from tickflow.net.exchange.stats import Stats
@@ -100,6 +100,15 @@ class ExchangeService:
     def order_symbols(self) -> Collection[str]:
         """The books that take orders now (a symbol is listed here as soon as it is sequenced)."""
         return self._engine.books.keys()
+
+    async def set_rules(self, max_open_orders: int) -> None:
+        """Log the limits the engine enforces, unless they are in force already (a replay keeps them)."""
+        if self._engine.max_open_orders != max_open_orders:
+            await self._sequencer.submit(Rules(max_open_orders))
+
+    @property
+    def max_open_orders(self) -> int:
+        return self._engine.max_open_orders
 
     async def add_symbol(self, symbol: str) -> None:
         """Open a book, unless it is open already."""

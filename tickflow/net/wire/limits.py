@@ -9,7 +9,7 @@ from tickflow.core.types import MAX_CLIENT_ORDER_ID, MAX_PRICE, MAX_QTY, MAX_QUO
 
 __all__ = ["MAX_PRICE", "MAX_QTY", "MAX_CLIENT_ORDER_ID", "MAX_BODY", "SYMBOL_PATTERN", "ACCOUNT_PATTERN", "DIGITS",
            "MAX_WS_IN_FLIGHT", "MAX_WS_ID", "INTERVALS", "MIN_TOKEN_LENGTH", "MAX_BARS", "MAX_ORDERS_PAGE",
-           "MAX_WS_REPLY", "MAX_BATCH", "MAX_QUOTE_LEVELS"]
+           "MAX_WS_REPLY", "MAX_BATCH", "MAX_QUOTE_LEVELS", "MAX_OPEN_ORDERS"]
 
 MAX_BODY: Final = 64 * 1024
 """The largest request body, and the largest WebSocket message, the server reads."""
@@ -36,3 +36,5 @@ MAX_WS_REPLY: Final = 4 * 1024 * 1024
 read); a larger one is replaced by an error result before it is queued."""
 MAX_BATCH: Final = 256
 """The most operations one batch may carry."""
+MAX_OPEN_ORDERS: Final = 10_000
+"""The open orders one account may have by default (`serve --max-open-orders`)."""

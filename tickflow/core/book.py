@@ -186,7 +186,7 @@ class BookSide:
 class Book:
     """The two sides of one symbol."""
 
-    __slots__ = ("symbol", "bids", "asks", "seq")
+    __slots__ = ("symbol", "bids", "asks", "seq", "last")
 
     def __init__(self, symbol: str) -> None:
         self.symbol = symbol
@@ -194,6 +194,13 @@ class Book:
         self.asks = BookSide("sell")
         self.seq = 0
         """The last command that listed the book, traded in it or changed a level: the feed's seq for it."""
+        self.last = 0
+        """The price of the last trade (0 before the first): the centre of the price band."""
+
+    def outside_band(self, price: int, band: int) -> bool:
+        """True when `price` is more than `band` basis points from the last trade price (never before one)."""
+        last = self.last
+        return bool(last) and abs(price - last) * 10_000 > last * band
 
     def side(self, side: Side) -> BookSide:
         return self.bids if side == "buy" else self.asks

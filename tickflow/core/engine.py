@@ -52,6 +52,8 @@ class Engine:
         self.next_trade_id = 1
         self.max_open_orders = 0
         """The open orders one account may have (0: no limit), as the last Rules record set it."""
+        self.price_band = 0
+        """Basis points around a symbol's last trade a limit price may be (0: no band), as Rules set it."""
         self.last_seq = 0
         self.last_ts = 0
         # While replaying quietly: no answers are built, and only the trades with ids above
@@ -119,6 +121,8 @@ class Engine:
         if type_ == "limit":
             if not 0 < price <= MAX_PRICE:
                 return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.BAD_PRICE)
+            if self.price_band and book.outside_band(price, self.price_band):
+                return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.OUTSIDE_PRICE_BAND)
             if self.max_open_orders and tif == "gtc" and self._at_cap(cmd.account):
                 return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.TOO_MANY_OPEN_ORDERS)
         elif price:
@@ -162,7 +166,7 @@ class Engine:
         # While replaying, the fills are still needed for the first answer of an order with a clientOrderId.
         no_answer = self.quiet and coid is None
         left, fills, trades, updates, changes = self._match(
-            opposite, key, symbol, account, order_id, qty, seq, ts, no_answer)
+            opposite, key, book, account, order_id, qty, seq, ts, no_answer)
         filled = qty - left
         reason = None
         rests = False
@@ -207,6 +211,7 @@ class Engine:
             return self._quote(seq, ts, command)  # type: ignore[arg-type]
         if kind is Rules:
             self.max_open_orders = command.max_open_orders  # type: ignore[union-attr]
+            self.price_band = command.price_band  # type: ignore[union-attr]
             return Outcome(seq, None, None, _EMPTY, _EMPTY, _EMPTY)
         if isinstance(command, AddSymbol):
             if command.symbol in self.books:
@@ -298,6 +303,8 @@ class Engine:
             error = Reason.BAD_PRICE
         elif qty <= order.filled:
             error = Reason.QTY_BELOW_FILLED
+        elif self.price_band and price != order.price and book.outside_band(price, self.price_band):
+            error = Reason.OUTSIDE_PRICE_BAND
         elif order.post_only and price != order.price and opposite.heap and opposite.heap[0] <= key:
             error = Reason.POST_ONLY_WOULD_TAKE
         if error is not None:
@@ -321,7 +328,7 @@ class Engine:
         self.open_orders[order.account][order.order_id] = moved
         if opposite.heap and opposite.heap[0] <= key:
             left, fills, trades, updates, changes = self._match(
-                opposite, key, moved.symbol, moved.account, moved.order_id, qty - moved.filled, seq, ts, False)
+                opposite, key, book, moved.account, moved.order_id, qty - moved.filled, seq, ts, False)
             moved.filled = qty - left
             if self.quiet:
                 self._keep(trades)
@@ -344,6 +351,9 @@ class Engine:
         """Replace the account's quote orders in the symbol by the quote's levels (core/orders.plan_quote)."""
         book = self.books.get(cmd.symbol)
         error = Reason.UNKNOWN_SYMBOL if book is None else quote_problem(cmd)
+        if error is None and self.price_band and book is not None and any(
+                book.outside_band(price, self.price_band) for price, _ in (*cmd.bids, *cmd.asks)):
+            error = Reason.OUTSIDE_PRICE_BAND
         if error is not None or book is None:
             return Outcome(seq, None, error, _EMPTY, _EMPTY, _EMPTY)
         account = self.accounts.setdefault(cmd.account, cmd.account)
@@ -388,7 +398,7 @@ class Engine:
     # ------------------------------------------------------------------ matching
 
     def _match(
-        self, opposite: BookSide, key: int, symbol: str, account: str, order_id: int, want: int,
+        self, opposite: BookSide, key: int, book: Book, account: str, order_id: int, want: int,
         seq: int, ts: int, no_answer: bool,
     ) -> tuple[int, list[Fill], list[Trade], list[OrderState | MakerFill], list[LevelChange]]:
         """Trade `want` of an incoming order against `opposite` while its best key is <= `key`.
@@ -409,6 +419,8 @@ class Engine:
         open_orders = self.open_orders
         trade_id = self.next_trade_id
         keep_after = self._keep_trades_after if no_answer else 0
+        symbol = book.symbol
+        traded = 0
         status: Status
         while heap and heap[0] <= key:
             level = levels[heap[0] * sign]
@@ -443,6 +455,7 @@ class Engine:
                     status = "partially_filled"
                 filled += n
                 want -= n
+                traded = price
                 level.qty -= n
                 maker.filled = filled
                 maker.status = status
@@ -467,6 +480,8 @@ class Engine:
             if not want:
                 break
         self.next_trade_id = trade_id
+        if traded:
+            book.last = traded
         return want, fills, trades, updates, changes
 
     # ------------------------------------------------------------------ bookkeeping

@@ -25,6 +25,8 @@ class BookState(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=
     seq: int
     bids: list[list[int]]
     asks: list[list[int]]
+    last: int = 0
+    """The last trade's price (the price band's centre)."""
 
 
 class EngineState(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
@@ -40,6 +42,8 @@ class EngineState(msgspec.Struct, array_like=True, forbid_unknown_fields=True, g
     """(account, clientOrderId, the order's first answer)."""
     max_open_orders: int = 0
     """The logged open-order limit (last, with a default: a snapshot from before it reads as none)."""
+    price_band: int = 0
+    """The logged price band, in basis points (0: none)."""
 
 
 def capture(engine: Engine) -> EngineState:
@@ -50,10 +54,10 @@ def capture(engine: Engine) -> EngineState:
         for side in (book.bids, book.asks):
             sides.append([[level.price, *(o.order_id for o in level.live_orders())]
                           for level in side.sorted_levels()])
-        books.append(BookState(symbol, book.seq, sides[0], sides[1]))
+        books.append(BookState(symbol, book.seq, sides[0], sides[1], book.last))
     idempotency = [(account, coid, state) for (account, coid), state in engine.idempotency.items()]
     return EngineState(engine.last_seq, engine.last_ts, engine.next_trade_id, engine.orders, books, idempotency,
-                       engine.max_open_orders)
+                       engine.max_open_orders, engine.price_band)
 
 
 class BadState(ValueError):
@@ -67,6 +71,7 @@ def restore(state: EngineState) -> Engine:
     engine.last_ts = state.last_ts
     engine.next_trade_id = state.next_trade_id
     engine.max_open_orders = state.max_open_orders
+    engine.price_band = state.price_band
     orders = state.orders
     if not orders or orders[0] is not None:
         raise BadState("the order table must start with the unused id 0")
@@ -82,6 +87,7 @@ def restore(state: EngineState) -> Engine:
             raise BadState(f"the book {book_state.symbol!r} appears twice")
         book = engine.books[book_state.symbol] = Book(book_state.symbol)
         book.seq = book_state.seq
+        book.last = book_state.last
         for book_side, levels in ((book.bids, book_state.bids), (book.asks, book_state.asks)):
             for price, *ids in levels:
                 if not ids or price in book_side.levels:
@@ -115,7 +121,8 @@ def state_hash(engine: Engine) -> str:
     h = hashlib.blake2b(digest_size=16)
     enc = msgspec.msgpack.Encoder()
     h.update(enc.encode([engine.next_order_id, engine.next_trade_id, engine.last_seq, engine.last_ts,
-                         sorted(engine.books), engine.max_open_orders]))
+                         sorted(engine.books), engine.max_open_orders, engine.price_band,
+                         [engine.books[s].last for s in sorted(engine.books)]]))
     for symbol in sorted(engine.books):
         book = engine.books[symbol]
         for side in (book.bids, book.asks):

@@ -51,6 +51,7 @@ class Reason:
     CROSSED_QUOTE: Final = "crossed_quote"
     TOO_MANY_LEVELS: Final = "too_many_levels"
     TOO_MANY_OPEN_ORDERS: Final = "too_many_open_orders"
+    OUTSIDE_PRICE_BAND: Final = "outside_price_band"
 
 
 # ---------------------------------------------------------------- commands (what the log holds)
@@ -125,6 +126,8 @@ class Rules(msgspec.Struct, tag_field="kind", tag="r", array_like=True, forbid_u
 
     max_open_orders: int = 0
     """The most open orders one account may have; a limit order that could rest past it is rejected. 0: none."""
+    price_band: int = 0
+    """How far, in basis points of the symbol's last trade price, a limit price may be from it. 0: no band."""
 
 
 Command = NewOrder | Cancel | Amend | CancelAll | AddSymbol | Quote | Rules

@@ -41,6 +41,10 @@ class Reason:
     SELF_TRADE: Final = "self_trade_prevented"
     UNKNOWN_ORDER: Final = "unknown_order"
     NOT_OPEN: Final = "not_open"
+    NOT_LIVE: Final = "not_live"
+    """The engine's answer to a cancel or amend of an id it gave out that is not one of the account's live
+    orders: finished, or another account's. Never on the wire: the exchange service reads SQLite and
+    answers NOT_OPEN (with the order's final state) or UNKNOWN_ORDER."""
     NOTHING_TO_AMEND: Final = "nothing_to_amend"
     QTY_BELOW_FILLED: Final = "qty_not_above_filled"
     DUPLICATE_MISMATCH: Final = "duplicate_client_order_id"

@@ -8,7 +8,8 @@ from typing import Any
 
 from helpers.wait import turns, until
 
-from tickflow.core.types import Outcome, Trade
+from tickflow.core.engine import Engine
+from tickflow.core.types import Cancel, CancelAll, Command, NewOrder, OrderState, Outcome, Quote, Trade
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.trades import TradeStore
 
@@ -27,9 +28,10 @@ class CountingStore:
         self.store = store
         self.inserts = 0
 
-    async def insert(self, trades: list[Trade]) -> None:
+    async def insert(self, trades: list[Trade], orders: list[OrderState] | None = None,
+                     orders_seq: int | None = None) -> None:
         self.inserts += 1
-        await self.store.insert(trades)
+        await self.store.insert(trades, orders, orders_seq)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -88,12 +90,13 @@ class FullDiskStore(CountingStore):
         super().__init__(store)
         self.failures = failures
 
-    async def insert(self, trades: list[Trade]) -> None:
+    async def insert(self, trades: list[Trade], orders: list[OrderState] | None = None,
+                     orders_seq: int | None = None) -> None:
         self.inserts += 1
         if self.failures > 0:
             self.failures -= 1
             raise OSError(28, "database or disk is full")
-        await self.store.insert(trades)
+        await self.store.insert(trades, orders, orders_seq)
 
 
 async def test_a_failed_insert_is_retried_in_order_and_readers_wait_for_it(tmp_path: Path) -> None:
@@ -114,3 +117,32 @@ async def test_a_failed_insert_is_retried_in_order_and_readers_wait_for_it(tmp_p
     finally:
         await writer.stop()
         await store.close()  # SQLite's threads would keep the test run from exiting
+
+
+async def test_finished_orders_reach_sqlite_with_their_trades_and_the_watermark(tmp_path: Path) -> None:
+    """Every order an outcome finishes (the taker, the makers it filled, a cancel, a cancel-all's, a rejected
+    one, a quote's replaced ones) is stored in its final state; live ones are not; the watermark follows."""
+    store = await open_store(tmp_path)
+    writer = TradeWriter(store, linger=0.0)  # type: ignore[arg-type]
+    writer.start()
+    engine = Engine(["ACME"])
+    commands: list[Command] = [NewOrder("s", "ACME", "sell", "limit", 100, 5), NewOrder("s", "ACME", "sell", "limit", 101, 5),
+                NewOrder("b", "ACME", "buy", "limit", 101, 7),  # fills 1, takes 2 of 2, the taker filled
+                NewOrder("b", "ACME", "buy", "limit", 90, 1), Cancel("b", 4),
+                NewOrder("b", "ACME", "buy", "limit", 0, 1),  # rejected
+                NewOrder("c", "ACME", "buy", "limit", 80, 1), CancelAll("c"),
+                Quote("q", "ACME", [(70, 1)], []), Quote("q", "ACME", [(71, 1)], []),  # 9 replaced by 10
+                NewOrder("l", "ACME", "buy", "limit", 60, 1)]  # stays live
+    outcomes = [engine.apply(seq, 1000 + seq, c) for seq, c in enumerate(commands, 1)]
+    writer.publish(outcomes[:5])
+    writer.publish(outcomes[5:])
+    await asyncio.wait_for(writer.caught_up(len(commands)), 10)
+    stored = {i: await store.order(i) for i in range(1, engine.next_order_id)}
+    assert {i: s.status for i, s in stored.items() if s is not None} == {
+        1: "filled", 3: "filled", 4: "cancelled", 5: "rejected", 6: "cancelled", 7: "cancelled"}
+    assert stored[3] == OrderState(3, None, "b", "ACME", "buy", "limit", 101, 7, "gtc", False, "filled", 7, 0, [],
+                                   None, 3, 1003)
+    assert engine.order_state("s", 2) is not None and stored[2] is None  # partly filled: live
+    assert await store.orders_seq() == len(commands)
+    await writer.stop()
+    await store.close()

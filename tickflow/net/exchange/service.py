@@ -17,7 +17,7 @@ from typing import Any
 from tickflow.core.book import Order
 from tickflow.core.engine import Engine
 from tickflow.core.orders import state_of
-from tickflow.core.types import AddSymbol, Command, OrderState, Outcome, Side
+from tickflow.core.types import AddSymbol, Amend, Cancel, Command, OrderState, Outcome, Reason, Side
 from tickflow.net.exchange.fanout import Feed, Subscriber
 from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped
 from tickflow.net.exchange.stats import Stats
@@ -86,13 +86,34 @@ class ExchangeService:
 
     async def submit(self, command: Command) -> Outcome:
         """Sequence `command`; its outcome once durable. Raises SequencerStopped (not taking commands)
-        or BadCommand (it cannot be logged as given)."""
-        return await self._sequencer.submit(command)
+        or BadCommand (it cannot be logged as given); Unavailable when it was refused but SQLite, which
+        tells how (Reason.NOT_LIVE), is behind."""
+        outcome = await self._sequencer.submit(command)
+        if outcome.error == Reason.NOT_LIVE:
+            return await self._not_live(command, outcome)  # type: ignore[arg-type]
+        return outcome
 
     async def submit_many(self, commands: list[Command]) -> list[Outcome | Exception]:
         """Sequence `commands` one after another, with no other command between them: each one's outcome, or
         the BadCommand or SequencerStopped it met, in order. Raises SequencerStopped when none was taken."""
-        return await self._sequencer.submit_many(commands)
+        results = await self._sequencer.submit_many(commands)
+        for i, (command, result) in enumerate(zip(commands, results)):
+            if isinstance(result, Outcome) and result.error == Reason.NOT_LIVE:
+                try:
+                    results[i] = await self._not_live(command, result)  # type: ignore[arg-type]
+                except Unavailable as e:
+                    results[i] = e
+        return results
+
+    async def _not_live(self, command: Cancel | Amend, outcome: Outcome) -> Outcome:
+        """The engine's NOT_LIVE (an id it gave out, not one of the account's live orders) as the wire promises
+        it: not_open with the final state of the account's own finished order, read from SQLite once it holds
+        every order finished up to now; unknown_order for another account's order."""
+        await self._history_caught_up(max(outcome.seq, self._feed.durable_seq))
+        state = await self._store.order(command.order_id)
+        if state is None or state.account != command.account:
+            return Outcome(outcome.seq, None, Reason.UNKNOWN_ORDER, [], [], [])
+        return Outcome(outcome.seq, state, Reason.NOT_OPEN, [], [], [])
 
     @property
     def order_symbols(self) -> Collection[str]:
@@ -109,11 +130,17 @@ class ExchangeService:
     # ------------------------------------------------------------------ durable reads
 
     async def order_state(self, account: str, order_id: int) -> OrderState | None:
-        """`account`'s order as durable state has it; None for an order that is not the account's."""
+        """`account`'s order as durable state has it: a live one from the engine, a finished one from SQLite
+        (once it holds every order finished up to the state read); None for an order that is not the
+        account's."""
         seq = self._engine.last_seq
         state = self._engine.order_state(account, order_id)
         await self._durable(seq)
-        return state
+        if state is not None or not 0 < order_id < self._engine.next_order_id:
+            return state
+        await self._history_caught_up(seq)
+        state = await self._store.order(order_id)
+        return state if state is not None and state.account == account else None
 
     async def open_orders(self, account: str, symbol: str | None = None, side: Side | None = None,
                           after: int = 0, limit: int | None = None) -> list[OrderState]:
@@ -177,11 +204,15 @@ class ExchangeService:
 
     async def _trades_caught_up(self) -> None:
         """Wait until SQLite holds every durable trade, so a read never misses a fill that was answered."""
+        await self._history_caught_up(self._feed.durable_seq)
+
+    async def _history_caught_up(self, seq: int) -> None:
+        """Wait until SQLite holds every trade made and order finished up to `seq` (durable already)."""
         try:
-            await self._trade_writer.caught_up(self._feed.durable_seq, DURABLE_WAIT)
+            await self._trade_writer.caught_up(seq, DURABLE_WAIT)
         except TimeoutError:
             why = self._trade_writer.error or "it is behind"
-            raise Unavailable(f"timed out waiting for SQLite to hold the latest trades ({why})") from None
+            raise Unavailable(f"timed out waiting for SQLite to hold the latest trades and orders ({why})") from None
 
     # ------------------------------------------------------------------ the exchange's state
 

@@ -1,4 +1,6 @@
-"""Copies durable trades into SQLite in batches, off the sequencer's path.
+"""Copies durable trades, and the final states of the orders they finished, into SQLite in batches, off the
+sequencer's path. Each commit also moves SQLite's orders watermark (store/trades.py) to the seq it covers,
+so a start knows from which record on to re-derive finished orders.
 
 Trades wait up to LINGER seconds to share a transaction, unless a reader (GET /trades, /bars, /fills)
 is waiting for them, so no answer waits for the linger: each commit is two hand-offs to the SQLite
@@ -14,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from tickflow.core.types import Outcome, Trade
+from tickflow.core.orders import finished
+from tickflow.core.types import OrderState, Outcome, Trade
 from tickflow.net.exchange.waits import SeqGate
 from tickflow.store.trades import TradeStore
 
@@ -32,9 +35,10 @@ class TradeWriter:
         self.store = store
         self.linger = linger
         self.pending: list[Trade] = []
+        self.pending_orders: list[OrderState] = []
         self.pending_seq = flushed_seq
         self.flushed = SeqGate(flushed_seq)
-        """Every trade made by a command up to its seq is in SQLite."""
+        """Every trade made, and every order finished, by a command up to its seq is in SQLite."""
         self.wake = asyncio.Event()
         self.urgent = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -47,6 +51,9 @@ class TradeWriter:
         for outcome in outcomes:
             if outcome.trades:
                 self.pending.extend(outcome.trades)
+            done = finished(outcome)
+            if done:
+                self.pending_orders.extend(done)
         if outcomes:
             self.pending_seq = outcomes[-1].seq
         self.wake.set()
@@ -77,11 +84,13 @@ class TradeWriter:
             self.urgent.clear()
             if self.pending or self.flushed_seq < self.pending_seq:
                 batch, self.pending = self.pending, []
+                orders, self.pending_orders = self.pending_orders, []
                 seq = self.pending_seq
-                if batch and not await self._insert(batch):
+                if not await self._insert(batch, orders, seq):
                     if self.stopping:  # the log still holds them: the next start inserts them
                         return
                     self.pending = batch + self.pending  # in order, and not flushed: readers wait for them
+                    self.pending_orders = orders + self.pending_orders
                     self.wake.set()
                     await asyncio.sleep(self.retry_delay)
                     self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY)
@@ -92,12 +101,13 @@ class TradeWriter:
             elif self.stopping:
                 return
 
-    async def _insert(self, batch: list[Trade]) -> bool:
+    async def _insert(self, batch: list[Trade], orders: list[OrderState], seq: int) -> bool:
         try:
-            await self.store.insert(batch)
+            await self.store.insert(batch, orders, seq)
         except Exception as e:
             if self.error is None:
-                log.exception("writing %d trades to SQLite failed; retrying (the log holds them)", len(batch))
+                log.exception("writing %d trades and %d finished orders to SQLite failed; retrying (the log "
+                              "holds them)", len(batch), len(orders))
             self.error = f"writing trades to SQLite failed: {e}"
             return False
         if self.error is not None:

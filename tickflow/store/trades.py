@@ -187,7 +187,7 @@ def _connect(path: str) -> aiosqlite.Connection:
     return connection
 
 
-def _order_row(o: OrderState) -> tuple[object, ...]:
+def order_row(o: OrderState) -> tuple[object, ...]:
     return (o.order_id, o.client_order_id, o.account, o.symbol, o.side, o.type, o.price, o.qty, o.tif,
             int(o.post_only), o.status, o.filled_qty, o.remaining_qty, o.reason, o.seq, o.ts)
 
@@ -286,7 +286,7 @@ class TradeStore:
                 if self._json1:
                     await db.execute(INSERT_ORDERS_JSON_SQL, (msgspec.json.encode(orders),))
                 else:
-                    await db.executemany(INSERT_ORDERS_SQL, [_order_row(o) for o in orders])
+                    await db.executemany(INSERT_ORDERS_SQL, [order_row(o) for o in orders])
             if orders_seq is not None:
                 await db.execute(SET_ORDERS_SEQ_SQL, (orders_seq,))
 

@@ -3,6 +3,7 @@ which is re-derived from the log after a kill -9 like the trades are: from the w
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -139,5 +140,32 @@ async def test_finished_orders_survive_a_kill_and_sqlite_catches_up_from_the_log
         with sqlite3.connect(data / TRADES_FILE) as db:
             assert db.execute("SELECT seq FROM watermarks WHERE name = 'orders'").fetchone()[0] >= last_seq
             assert db.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == 5
+    finally:
+        server.kill()
+
+
+async def test_orders_of_records_a_cut_log_lost_leave_sqlite_with_them(tmp_path: Path) -> None:
+    """A log cut back (a torn tail: `--durability none` and a power cut) will give the lost records' order ids
+    again: SQLite must not answer for the orders it had from them."""
+    data = tmp_path / "data"
+    server = ServerProcess(data, durability="none", extra=["--snapshot-every", "0"]).start()
+    try:
+        u = server.url
+        async with aiohttp.ClientSession() as s:
+            await call(s, "POST", f"{u}/orders", "erin", json=order(side="sell", price=120, qty=4))
+            _, ioc = await call(s, "POST", f"{u}/orders", "dave", json=order(side="buy", price=80, qty=2, tif="ioc"))
+            assert ioc["status"] == "cancelled"
+            assert (await call(s, "GET", f"{u}/orders/{ioc['orderId']}", "dave"))[0] == 200  # in SQLite now
+        server.kill()
+        wal = data / "wal.log"
+        os.truncate(wal, wal.stat().st_size - 1)  # the IOC's record torn: cut at the next start
+        server.start()
+        async with aiohttp.ClientSession() as s:
+            _, again = await call(s, "POST", f"{u}/orders", "erin", json=order(side="sell", price=121, qty=1))
+            assert again["orderId"] == ioc["orderId"] and again["status"] == "new"
+            st, body = await call(s, "GET", f"{u}/orders/{ioc['orderId']}", "dave")
+            assert (st, body["code"]) == (404, "unknown_order")
+            st, body = await call(s, "DELETE", f"{u}/orders/{ioc['orderId']}", "dave")
+            assert (st, body["code"]) == (404, "unknown_order")
     finally:
         server.kill()

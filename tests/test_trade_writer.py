@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from helpers.wait import turns, until
 
 from tickflow.core.engine import Engine
@@ -146,3 +147,29 @@ async def test_finished_orders_reach_sqlite_with_their_trades_and_the_watermark(
     assert await store.orders_seq() == len(commands)
     await writer.stop()
     await store.close()
+
+
+async def test_finished_orders_are_read_from_memory_until_sqlite_holds_them(tmp_path: Path) -> None:
+    """A cancel of a finished order, or GET of one, must never miss it: until its commit it is read from the
+    writer's memory (also while SQLite refuses writes), afterwards from SQLite; always without its fills."""
+    store = FullDiskStore(await TradeStore.open(str(tmp_path / "trades.db")), failures=2)
+    writer = TradeWriter(store, linger=0.0)  # type: ignore[arg-type]
+    writer.retry_delay = 0.01
+    engine = Engine(["ACME"])
+    outcomes = [engine.apply(1, 1001, NewOrder("s", "ACME", "sell", "limit", 100, 5)),
+                engine.apply(2, 1002, NewOrder("b", "ACME", "buy", "limit", 100, 5))]
+    writer.publish(outcomes)  # before the writer runs: nothing committed yet
+    taker = outcomes[1].result
+    assert taker is not None
+    expected = {i: msgspec.structs.replace(s, fills=[]) for i, s in ((1, outcomes[1].updates[0]), (2, taker))}
+    assert await writer.finished_orders([1, 2, 3]) == expected
+    writer.start()
+    try:
+        await until(lambda: writer.error is not None, message="the first insert to fail")
+        assert await writer.finished_orders([1, 2, 3]) == expected and await store.order(1) is None
+        await asyncio.wait_for(writer.caught_up(2), 10)
+        assert writer.unflushed == {}
+        assert await writer.finished_orders([1, 2, 3]) == expected == {1: await store.order(1), 2: await store.order(2)}
+    finally:
+        await writer.stop()
+        await store.close()

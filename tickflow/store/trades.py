@@ -165,7 +165,9 @@ SELECT json_extract(value, '$.orderId'), json_extract(value, '$.clientOrderId'),
        json_extract(value, '$.remainingQty'), json_extract(value, '$.reason'), json_extract(value, '$.seq'),
        json_extract(value, '$.ts')
 FROM json_each(?)"""
-ORDER_SQL: Final = f"SELECT {_ORDER_COLUMNS} FROM orders WHERE order_id = ?"
+ORDERS_SQL: Final = f"SELECT {_ORDER_COLUMNS} FROM orders WHERE order_id IN ({{marks}})"
+MAX_ORDERS_READ: Final = 256
+"""Ids per read of `orders` (a batch's ops at most)."""
 ORDERS_SEQ_SQL: Final = "SELECT COALESCE(MAX(seq), 0) FROM watermarks WHERE name = 'orders'"
 SET_ORDERS_SEQ_SQL: Final = "INSERT OR REPLACE INTO watermarks (name, seq) VALUES ('orders', ?)"
 
@@ -297,13 +299,20 @@ class TradeStore:
 
     async def order(self, order_id: int) -> OrderState | None:
         """The final state of the finished order `order_id` (with no fills: a state, not an answer), or None."""
-        rows = list(await self._read.execute_fetchall(ORDER_SQL, (order_id,)))
-        if not rows:
-            return None
-        (order_id, coid, account, symbol, side, type_, price, qty, tif, post_only, status, filled, remaining,
-         reason, seq, ts) = rows[0]
-        return OrderState(order_id, coid, account, symbol, side, type_, price, qty, tif, bool(post_only), status,
-                          filled, remaining, [], reason, seq, ts)
+        return (await self.orders([order_id])).get(order_id)
+
+    async def orders(self, order_ids: list[int]) -> dict[int, OrderState]:
+        """The final states of those of `order_ids` that are finished orders, by id, in one read."""
+        unique = sorted(set(order_ids))
+        found: dict[int, OrderState] = {}
+        for start in range(0, len(unique), MAX_ORDERS_READ):
+            chunk = unique[start:start + MAX_ORDERS_READ]
+            rows = await self._read.execute_fetchall(ORDERS_SQL.format(marks=", ".join("?" * len(chunk))), chunk)
+            for (order_id, coid, account, symbol, side, type_, price, qty, tif, post_only, status, filled,
+                 remaining, reason, seq, ts) in rows:
+                found[order_id] = OrderState(order_id, coid, account, symbol, side, type_, price, qty, tif,
+                                             bool(post_only), status, filled, remaining, [], reason, seq, ts)
+        return found
 
     async def delete_orders_after(self, seq: int) -> int:
         """Remove the orders closed by records after `seq` (the log, which is the truth, ends there), and

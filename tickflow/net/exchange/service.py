@@ -86,34 +86,38 @@ class ExchangeService:
 
     async def submit(self, command: Command) -> Outcome:
         """Sequence `command`; its outcome once durable. Raises SequencerStopped (not taking commands)
-        or BadCommand (it cannot be logged as given); Unavailable when it was refused but SQLite, which
-        tells how (Reason.NOT_LIVE), is behind."""
+        or BadCommand (it cannot be logged as given)."""
         outcome = await self._sequencer.submit(command)
         if outcome.error == Reason.NOT_LIVE:
-            return await self._not_live(command, outcome)  # type: ignore[arg-type]
+            return (await self._not_live([(command, outcome)]))[0]  # type: ignore[list-item]
         return outcome
 
     async def submit_many(self, commands: list[Command]) -> list[Outcome | Exception]:
         """Sequence `commands` one after another, with no other command between them: each one's outcome, or
         the BadCommand or SequencerStopped it met, in order. Raises SequencerStopped when none was taken."""
         results = await self._sequencer.submit_many(commands)
-        for i, (command, result) in enumerate(zip(commands, results)):
-            if isinstance(result, Outcome) and result.error == Reason.NOT_LIVE:
-                try:
-                    results[i] = await self._not_live(command, result)  # type: ignore[arg-type]
-                except Unavailable as e:
-                    results[i] = e
+        refused = [i for i, r in enumerate(results) if isinstance(r, Outcome) and r.error == Reason.NOT_LIVE]
+        if refused:
+            told = await self._not_live([(commands[i], results[i]) for i in refused])  # type: ignore[misc]
+            for i, outcome in zip(refused, told):
+                results[i] = outcome
         return results
 
-    async def _not_live(self, command: Cancel | Amend, outcome: Outcome) -> Outcome:
+    async def _not_live(self, refused: list[tuple[Cancel | Amend, Outcome]]) -> list[Outcome]:
         """The engine's NOT_LIVE (an id it gave out, not one of the account's live orders) as the wire promises
-        it: not_open with the final state of the account's own finished order, read from SQLite once it holds
-        every order finished up to now; unknown_order for another account's order."""
-        await self._history_caught_up(max(outcome.seq, self._feed.durable_seq))
-        state = await self._store.order(command.order_id)
-        if state is None or state.account != command.account:
-            return Outcome(outcome.seq, None, Reason.UNKNOWN_ORDER, [], [], [])
-        return Outcome(outcome.seq, state, Reason.NOT_OPEN, [], [], [])
+        it: not_open with the final state of the account's own finished order, unknown_order for another
+        account's. Every close up to the refusal has been published to the trade writer already (a logged
+        refusal is durable, so is every batch before it; one without a record was answered only when
+        everything applied was durable), so the writer knows every such order: one read for a batch's."""
+        states = await self._trade_writer.finished_orders([c.order_id for c, _ in refused])
+        told = []
+        for command, outcome in refused:
+            state = states.get(command.order_id)
+            if state is None or state.account != command.account:
+                told.append(Outcome(outcome.seq, None, Reason.UNKNOWN_ORDER, [], [], []))
+            else:
+                told.append(Outcome(outcome.seq, state, Reason.NOT_OPEN, [], [], []))
+        return told
 
     @property
     def order_symbols(self) -> Collection[str]:
@@ -135,11 +139,10 @@ class ExchangeService:
         account's."""
         seq = self._engine.last_seq
         state = self._engine.order_state(account, order_id)
-        await self._durable(seq)
+        await self._durable(seq)  # and so published: the trade writer knows every order closed up to seq
         if state is not None or not 0 < order_id < self._engine.next_order_id:
             return state
-        await self._history_caught_up(seq)
-        state = await self._store.order(order_id)
+        state = (await self._trade_writer.finished_orders([order_id])).get(order_id)
         return state if state is not None and state.account == account else None
 
     async def open_orders(self, account: str, symbol: str | None = None, side: Side | None = None,
@@ -204,15 +207,11 @@ class ExchangeService:
 
     async def _trades_caught_up(self) -> None:
         """Wait until SQLite holds every durable trade, so a read never misses a fill that was answered."""
-        await self._history_caught_up(self._feed.durable_seq)
-
-    async def _history_caught_up(self, seq: int) -> None:
-        """Wait until SQLite holds every trade made and order finished up to `seq` (durable already)."""
         try:
-            await self._trade_writer.caught_up(seq, DURABLE_WAIT)
+            await self._trade_writer.caught_up(self._feed.durable_seq, DURABLE_WAIT)
         except TimeoutError:
             why = self._trade_writer.error or "it is behind"
-            raise Unavailable(f"timed out waiting for SQLite to hold the latest trades and orders ({why})") from None
+            raise Unavailable(f"timed out waiting for SQLite to hold the latest trades ({why})") from None
 
     # ------------------------------------------------------------------ the exchange's state
 

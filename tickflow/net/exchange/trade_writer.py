@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import msgspec
+
 from tickflow.core.orders import finished
 from tickflow.core.types import OrderState, Outcome, Trade
 from tickflow.net.exchange.waits import SeqGate
@@ -36,6 +38,8 @@ class TradeWriter:
         self.linger = linger
         self.pending: list[Trade] = []
         self.pending_orders: list[OrderState] = []
+        self.unflushed: dict[int, OrderState] = {}
+        """The finished orders published and not yet committed, by id (`finished_orders` reads them here)."""
         self.pending_seq = flushed_seq
         self.flushed = SeqGate(flushed_seq)
         """Every trade made, and every order finished, by a command up to its seq is in SQLite."""
@@ -54,6 +58,8 @@ class TradeWriter:
             done = finished(outcome)
             if done:
                 self.pending_orders.extend(done)
+                for state in done:
+                    self.unflushed[state.order_id] = state
         if outcomes:
             self.pending_seq = outcomes[-1].seq
         self.wake.set()
@@ -71,6 +77,18 @@ class TradeWriter:
             return
         self.urgent.set()
         await self.flushed.wait(seq, timeout)
+
+    async def finished_orders(self, order_ids: list[int]) -> dict[int, OrderState]:
+        """The final states of those of `order_ids` that a published (durable) batch finished, by id: from
+        memory while their commit is pending, else from SQLite. No waiting: a state leaves memory only once
+        SQLite holds it, so an order missing from both was not finished by any batch published so far."""
+        unflushed = self.unflushed
+        # A state, not an answer: without the fills of the command that finished it (as SQLite keeps it).
+        found = {i: msgspec.structs.replace(unflushed[i], fills=[]) for i in order_ids if i in unflushed}
+        rest = [i for i in order_ids if i not in found]
+        if rest:
+            found.update(await self.store.orders(rest))
+        return found
 
     async def _run(self) -> None:
         while True:
@@ -95,6 +113,8 @@ class TradeWriter:
                     await asyncio.sleep(self.retry_delay)
                     self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY)
                     continue
+                for state in orders:  # only now: a reader that misses them here finds them in SQLite
+                    self.unflushed.pop(state.order_id, None)
                 self.flushed.advance(seq)
             if self.pending or self.flushed_seq < self.pending_seq:
                 self.wake.set()  # more came in during the insert: they get their own turn

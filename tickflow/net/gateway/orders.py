@@ -9,7 +9,7 @@ from aiohttp import web
 from typing import Any
 
 from tickflow.core.types import Command, Outcome, Reason
-from tickflow.net.exchange.service import BadCommand, ExchangeService, SequencerStopped, Unavailable
+from tickflow.net.exchange.service import BadCommand, ExchangeService, SequencerStopped
 from tickflow.net.gateway import inputs
 from tickflow.net.gateway.context import GATEWAY
 from tickflow.net.gateway.responses import json_response
@@ -28,8 +28,6 @@ async def execute(service: ExchangeService, command: Command,
         return 503, encode({"error": f"not accepting orders: {e}"})
     except BadCommand as e:  # validation should have caught it; still the caller's input, never logged
         return 400, encode({"error": str(e)})
-    except Unavailable as e:  # refused, but SQLite, which tells how, is behind
-        return 503, encode({"error": str(e)})
 
 
 async def execute_batch(service: ExchangeService, account: str, ops: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
@@ -54,8 +52,6 @@ async def execute_batch(service: ExchangeService, account: str, ops: list[dict[s
             command, outcome = next(done)
             if isinstance(outcome, SequencerStopped):
                 answer = 503, encode({"error": f"not accepting orders: {outcome}"})
-            elif isinstance(outcome, Unavailable):
-                answer = 503, encode({"error": str(outcome)})
             elif isinstance(outcome, Exception):  # BadCommand: validation should have caught it; never logged
                 answer = 400, encode({"error": str(outcome)})
             else:

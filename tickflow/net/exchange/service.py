@@ -134,8 +134,8 @@ class ExchangeService:
     # ------------------------------------------------------------------ durable reads
 
     async def order_state(self, account: str, order_id: int) -> OrderState | None:
-        """`account`'s order as durable state has it: a live one from the engine, a finished one from SQLite
-        (once it holds every order finished up to the state read); None for an order that is not the
+        """`account`'s order as durable state has it: a live one from the engine, a finished one from history
+        (the trade writer's memory until its commit, then SQLite); None for an order that is not the
         account's."""
         seq = self._engine.last_seq
         state = self._engine.order_state(account, order_id)

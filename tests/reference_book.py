@@ -242,15 +242,18 @@ class RefEngine:
         order = self.orders.get(order_id)
         return order if order is not None and order.account == account else None
 
+    def not_found(self, order_id: int) -> str:
+        """A cancel or amend of no resting order of the account's: an id given out is "not_live" (finished,
+        or another account's: the engine keeps no finished order, so it cannot tell which), else unknown."""
+        return "not_live" if 0 < order_id < self.next_order_id else "unknown_order"
+
     def is_resting(self, order: RefOrder) -> bool:
         return any(o is order for o in self.resting.get((order.symbol, order.side), []))
 
     def cancel(self, seq: int, ts: int, cmd: Cancel) -> Outcome:
         order = self.find(cmd.account, cmd.order_id)
-        if order is None:
-            return Outcome(seq, None, "unknown_order", [], [], [])
-        if not self.is_resting(order):
-            return Outcome(seq, order.state(), "not_open", [], [], [])
+        if order is None or not self.is_resting(order):
+            return Outcome(seq, None, self.not_found(cmd.order_id), [], [], [])
         self.resting[(order.symbol, order.side)].remove(order)
         order.status = "cancelled"
         order.reason = "cancelled_by_user"
@@ -271,10 +274,8 @@ class RefEngine:
 
     def amend(self, seq: int, ts: int, cmd: Amend) -> Outcome:
         order = self.find(cmd.account, cmd.order_id)
-        if order is None:
-            return Outcome(seq, None, "unknown_order", [], [], [])
-        if not self.is_resting(order):
-            return Outcome(seq, order.state(), "not_open", [], [], [])
+        if order is None or not self.is_resting(order):
+            return Outcome(seq, None, self.not_found(cmd.order_id), [], [], [])
         if cmd.qty in (None, order.qty) and cmd.price in (None, order.price):
             return Outcome(seq, order.state(), "nothing_to_amend", [], [], [])
         qty = order.qty if cmd.qty is None else cmd.qty

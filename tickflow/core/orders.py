@@ -5,10 +5,43 @@ from __future__ import annotations
 from typing import Any
 
 from tickflow.core.book import Book, Order
-from tickflow.core.types import MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, Fill, NewOrder, OrderState, Quote, Reason, Side
+from tickflow.core.types import (
+    MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, Fill, NewOrder, OrderState, Outcome, Quote, Reason, Side, Trade, maker_state
+)
 
 NO_FILLS: list[Any] = []
 """The one empty list that results without fills share; nothing may append to it."""
+FINAL: frozenset[str] = frozenset(("filled", "cancelled", "rejected"))
+"""The statuses of a finished order: it is out of the book and never changes again."""
+
+
+class Kept(list[Trade]):
+    """What a quiet replay collects (Engine.replaying): the trades asked for, and in `closed` the orders
+    that closed, as the engine's objects (a closed order never changes again)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed: list[Order] = []
+
+
+def finished(outcome: Outcome) -> list[OrderState]:
+    """The orders `outcome` finished, each in its final state (fills: those of this command): the order
+    itself, resting orders it filled or cancelled, a quote's own orders it replaced or that filled."""
+    if outcome.error is not None or outcome.replayed:
+        return []
+    done = []
+    result = outcome.result
+    if result is not None and result.status in FINAL:
+        done.append(result)
+    for u in outcome.changed:
+        if isinstance(u, OrderState):
+            if u.status in FINAL:
+                done.append(u)
+        elif u[2] == "filled":
+            done.append(maker_state(u))
+    if outcome.quoted:
+        done.extend(q for q in outcome.quoted if q.status in FINAL)
+    return done
 
 
 def state_of(order: Order, fills: list[Fill] = NO_FILLS) -> OrderState:

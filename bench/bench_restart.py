@@ -5,8 +5,9 @@
 
 For each churn size, a data directory is built as a server that ran with snapshots would leave it: a log
 of `--live` resting orders (the first `--idempotent` of them with a clientOrderId), then `churn` commands
-of cancel/replace traffic (an order placed away from the spread, then cancelled), and the snapshot a clean
-stop writes at its end. Then `tickflow serve` starts on it; reported: seconds from spawn until /health
+of cancel/replace traffic (an order placed away from the spread, then cancelled), the snapshot a clean
+stop writes at its end, and the SQLite history it leaves (every finished order, the orders watermark at the
+end: otherwise the start would pass over the snapshot to re-derive them). Then `tickflow serve` starts on it; reported: seconds from spawn until /health
 answers, the server's peak RSS (VmHWM) once it answers, and the bytes of the log and snapshots on disk.
 
 Bar (issue 26): the largest churn restarts within 1.3x the time of the smallest, with peak RSS and disk
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 import time
@@ -27,11 +29,13 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tickflow.core.engine import Engine  # noqa: E402
+from tickflow.core.orders import finished  # noqa: E402
 from tickflow.core.snapshot import capture  # noqa: E402
 from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record  # noqa: E402
 from tickflow.demo import ServerProcess  # noqa: E402
 from tickflow.store import snapshots  # noqa: E402
-from tickflow.store.datadir import WAL_FILE  # noqa: E402
+from tickflow.store import trades  # noqa: E402
+from tickflow.store.datadir import TRADES_FILE, WAL_FILE  # noqa: E402
 from tickflow.store.log.segments import NAME as SEGMENT  # noqa: E402
 from tickflow.store.log.codec import encode_record  # noqa: E402
 from tickflow.store.log.wal import FILE_HEADER, frame  # noqa: E402
@@ -56,23 +60,33 @@ def history(live: int, idempotent: int, churn: int):  # type: ignore[no-untyped-
 
 
 def build(data: Path, live: int, idempotent: int, churn: int) -> int:
-    """Write the log and the final snapshot; the number of records."""
+    """Write the log, the final snapshot and SQLite's finished orders; the number of records."""
     data.mkdir(parents=True)
     engine = Engine()
     seq = 0
     chunk: list[bytes] = []
+    rows: list[tuple[object, ...]] = []
+    db = sqlite3.connect(data / TRADES_FILE)
+    for sql in (trades.CREATE_TABLE, trades.CREATE_ORDERS, trades.CREATE_WATERMARKS):
+        db.execute(sql)
     with open(data / WAL_FILE, "wb") as log:
         log.write(FILE_HEADER)
         command: Command
         for command in history(live, idempotent, churn):
             seq += 1
-            engine.apply(seq, T0 + seq, command)
+            rows.extend(trades.order_row(s) for s in finished(engine.apply(seq, T0 + seq, command)))
             chunk.append(frame(encode_record(Record(seq, T0 + seq, command))))
             if len(chunk) == 65_536:
                 log.write(b"".join(chunk))
                 chunk.clear()
+                db.executemany(trades.INSERT_ORDERS_SQL, rows)
+                rows.clear()
         log.write(b"".join(chunk))
         offset = log.tell()
+    db.executemany(trades.INSERT_ORDERS_SQL, rows)
+    db.execute(trades.SET_ORDERS_SEQ_SQL, (seq,))
+    db.commit()
+    db.close()
     blob = snapshots.encode(seq, offset, T0 + 1, capture(engine))
     snapshots.publish(snapshots.write_temporary(data, seq, blob))
     return seq

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from tickflow.core.engine import Engine
+from tickflow.core.orders import state_of
 from tickflow.core.types import (
     MakerFill,
     MAX_PRICE,
@@ -71,6 +72,9 @@ class RefEngine:
     next_order_id: int = 1
     next_trade_id: int = 1
     max_open_orders: int = 0
+    price_band: int = 0
+    last: dict[str, int] = field(default_factory=dict)
+    """Each symbol's last trade price."""
 
     @classmethod
     def with_symbols(cls, symbols: Iterable[str]) -> RefEngine:
@@ -123,6 +127,7 @@ class RefEngine:
             return self.quote(seq, ts, cmd)
         if isinstance(cmd, Rules):
             self.max_open_orders = cmd.max_open_orders
+            self.price_band = cmd.price_band
             return Outcome(seq, None, None, [], [], [])
         raise TypeError(cmd)
 
@@ -141,13 +146,21 @@ class RefEngine:
             self.seen[(cmd.account, cmd.client_order_id)] = (cmd, outcome.result)  # type: ignore[assignment]
         return outcome
 
+    def banned(self, symbol: str, price: int) -> bool:
+        """Outside the price band: more than `price_band` hundredths of a per cent from the last trade."""
+        last = self.last.get(symbol, 0)
+        return bool(self.price_band and last) and abs(price - last) / last > self.price_band / 10_000
+
     def open_count(self, account: str) -> int:
         return sum(1 for lst in self.resting.values() for o in lst if o.account == account)
 
     def place(self, seq: int, ts: int, order: RefOrder) -> Outcome:
         reason = self.rejection(order)
-        # The open-order limit comes after the order's own terms, before whether a post-only order would take.
-        if (reason in (None, "post_only_would_take") and self.max_open_orders and order.type == "limit"
+        # The price band, then the open-order limit, come after the order's own terms, before whether a
+        # post-only order would take.
+        if reason in (None, "post_only_would_take") and order.type == "limit" and self.banned(order.symbol, order.price):
+            reason = "outside_price_band"
+        elif (reason in (None, "post_only_would_take") and self.max_open_orders and order.type == "limit"
                 and order.tif == "gtc" and self.open_count(order.account) >= self.max_open_orders):
             reason = "too_many_open_orders"
         if reason is not None:
@@ -225,6 +238,7 @@ class RefEngine:
             trade_id = self.next_trade_id
             self.next_trade_id += 1
             buy, sell = (order, maker) if order.side == "buy" else (maker, order)
+            self.last[order.symbol] = maker.price
             trades.append(Trade(trade_id, order.symbol, maker.price, qty, buy.order_id, sell.order_id,
                                 buy.account, sell.account, order.side, seq, ts))  # type: ignore[arg-type]
             fills.append(Fill(trade_id, maker.price, qty, "taker"))
@@ -242,15 +256,18 @@ class RefEngine:
         order = self.orders.get(order_id)
         return order if order is not None and order.account == account else None
 
+    def not_found(self, order_id: int) -> str:
+        """A cancel or amend of no resting order of the account's: an id given out is "not_live" (finished,
+        or another account's: the engine keeps no finished order, so it cannot tell which), else unknown."""
+        return "not_live" if 0 < order_id < self.next_order_id else "unknown_order"
+
     def is_resting(self, order: RefOrder) -> bool:
         return any(o is order for o in self.resting.get((order.symbol, order.side), []))
 
     def cancel(self, seq: int, ts: int, cmd: Cancel) -> Outcome:
         order = self.find(cmd.account, cmd.order_id)
-        if order is None:
-            return Outcome(seq, None, "unknown_order", [], [], [])
-        if not self.is_resting(order):
-            return Outcome(seq, order.state(), "not_open", [], [], [])
+        if order is None or not self.is_resting(order):
+            return Outcome(seq, None, self.not_found(cmd.order_id), [], [], [])
         self.resting[(order.symbol, order.side)].remove(order)
         order.status = "cancelled"
         order.reason = "cancelled_by_user"
@@ -271,10 +288,8 @@ class RefEngine:
 
     def amend(self, seq: int, ts: int, cmd: Amend) -> Outcome:
         order = self.find(cmd.account, cmd.order_id)
-        if order is None:
-            return Outcome(seq, None, "unknown_order", [], [], [])
-        if not self.is_resting(order):
-            return Outcome(seq, order.state(), "not_open", [], [], [])
+        if order is None or not self.is_resting(order):
+            return Outcome(seq, None, self.not_found(cmd.order_id), [], [], [])
         if cmd.qty in (None, order.qty) and cmd.price in (None, order.price):
             return Outcome(seq, order.state(), "nothing_to_amend", [], [], [])
         qty = order.qty if cmd.qty is None else cmd.qty
@@ -286,6 +301,8 @@ class RefEngine:
             error = "bad_price"
         elif qty <= order.filled:
             error = "qty_not_above_filled"
+        elif price != order.price and self.banned(order.symbol, price):
+            error = "outside_price_band"
         elif order.post_only and price != order.price:
             moved = RefOrder(**{**order.__dict__, "price": price})
             if self.crossing(moved):
@@ -323,6 +340,8 @@ class RefEngine:
                 return Outcome(seq, None, "repeated_price", [], [], [])
         if cmd.bids and cmd.asks and max(cmd.bids)[0] >= min(cmd.asks)[0]:
             return Outcome(seq, None, "crossed_quote", [], [], [])
+        if any(self.banned(cmd.symbol, p) for p, _ in cmd.bids + cmd.asks):
+            return Outcome(seq, None, "outside_price_band", [], [], [])
         mine = sorted((o for side in ("buy", "sell") for o in self.resting[(cmd.symbol, side)]
                        if o.account == cmd.account and o.quote), key=lambda o: o.order_id)
         wanted = {("buy", p): q for p, q in cmd.bids} | {("sell", p): q for p, q in cmd.asks}
@@ -420,7 +439,8 @@ class Driver:
         return self.apply(Quote(account, symbol, bids, asks))
 
     def depth(self, symbol: str = "ACME") -> tuple[Levels, Levels]:
-        bids, asks = self.engine.depth(symbol)
+        book = self.engine.books[symbol]
+        bids, asks = book.bids.sorted_levels(), book.asks.sorted_levels()
         return [(lv.price, lv.qty, lv.count) for lv in bids], [(lv.price, lv.qty, lv.count) for lv in asks]
 
     def mirror_depth(self, symbol: str = "ACME") -> tuple[Levels, Levels]:
@@ -430,3 +450,8 @@ class Driver:
             prices = sorted(levels, reverse=side == "buy")
             out.append([(p, *levels[p]) for p in prices])
         return out[0], out[1]
+
+
+def open_order_states(engine: Engine, account: str) -> list[OrderState]:
+    """`account`'s open orders in the engine, oldest first, as states."""
+    return [state_of(o) for o in sorted(engine.open_orders.get(account, {}).values(), key=lambda o: o.order_id)]

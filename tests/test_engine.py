@@ -6,10 +6,10 @@ import copy
 from typing import Any
 
 import pytest
-from reference_book import Driver
+from reference_book import Driver, open_order_states
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import MAX_PRICE, MAX_QTY, AddSymbol, NewOrder, Outcome, Record, Side
+from tickflow.core.types import MAX_PRICE, MAX_QTY, AddSymbol, Cancel, NewOrder, Outcome, Record, Side
 from tickflow.store.log.codec import decode_record, encode_record
 
 
@@ -266,8 +266,8 @@ def test_amend_that_fills_completely_closes_the_order(d: Driver) -> None:
     order = oid(d.new("b", "buy", 99, 5))
     out = d.amend("b", order, price=101)
     assert out.result is not None and out.result.status == "filled"
-    assert d.engine.open_order_states("b") == []
-    assert d.cancel("b", order).error == "not_open"
+    assert open_order_states(d.engine, "b") == []
+    assert d.cancel("b", order).error == "not_live"
 
 
 def test_amend_quantity_counts_what_was_already_filled(d: Driver) -> None:
@@ -307,9 +307,10 @@ def test_amend_of_unknown_foreign_and_finished_orders(d: Driver) -> None:
     order = oid(d.new("s", "sell", 100, 10))
     assert d.amend("s", 999, qty=5).error == "unknown_order"
     foreign = d.amend("x", order, qty=5)
-    assert (foreign.result, foreign.error, foreign.book) == (None, "unknown_order", [])
+    assert (foreign.result, foreign.error, foreign.book) == (None, "not_live", [])  # the wire says unknown_order
     d.cancel("s", order)
-    assert d.amend("s", order, qty=5).error == "not_open"
+    finished = d.amend("s", order, qty=5)
+    assert (finished.result, finished.error, finished.book) == (None, "not_live", [])  # the wire: not_open
 
 
 # ---------------------------------------------------------------- self-trade prevention
@@ -322,7 +323,7 @@ def test_self_trade_cancels_the_resting_order_and_goes_on(d: Driver) -> None:
     assert [t.sell_order_id for t in out.trades] == [other]
     assert [(u.order_id, u.status, u.reason) for u in out.updates] == [
         (own, "cancelled", "self_trade_prevented"), (other, "filled", None)]
-    assert d.engine.order_state("a", own).status == "cancelled"  # type: ignore[union-attr]
+    assert d.engine.order_state("a", own) is None  # finished: out of the engine
     assert d.depth() == ([], [])
 
 
@@ -365,18 +366,21 @@ def test_cancel_takes_the_order_off_the_book(d: Driver) -> None:
     assert d.new("b", "buy", 100, 3).trades == []
 
 
-def test_cancel_of_another_accounts_order_answers_exactly_like_an_unknown_one(d: Driver) -> None:
+def test_cancel_of_another_accounts_order_is_not_live_and_changes_nothing(d: Driver) -> None:
+    """The engine cannot tell another account's order from a finished one (it keeps no finished order):
+    both are "not_live", which the exchange service answers as unknown_order or not_open from SQLite."""
     order = oid(d.new("s", "sell", 100, 10))
     foreign = d.cancel("mallory", order)
     unknown = d.cancel("mallory", 12345)
-    assert foreign.error == "unknown_order" and foreign.result is None
-    assert (foreign.result, foreign.error, foreign.trades, foreign.book, foreign.updates) == (
-        unknown.result, unknown.error, unknown.trades, unknown.book, unknown.updates)
+    assert foreign.error == "not_live" and foreign.result is None
+    assert unknown.error == "unknown_order" and unknown.result is None
+    assert (foreign.result, foreign.trades, foreign.book, foreign.updates) == (
+        unknown.result, unknown.trades, unknown.book, unknown.updates)
     assert d.depth() == ([], [(100, 10, 1)])
 
 
 @pytest.mark.parametrize("finish", ["filled", "cancelled", "ioc", "fok", "rejected"])
-def test_cancel_of_a_finished_order_is_not_open(d: Driver, finish: str) -> None:
+def test_cancel_of_a_finished_order_is_not_live(d: Driver, finish: str) -> None:
     if finish == "filled":
         order = oid(d.new("s", "sell", 100, 5))
         d.new("b", "buy", 100, 5)
@@ -389,9 +393,11 @@ def test_cancel_of_a_finished_order_is_not_open(d: Driver, finish: str) -> None:
         order = oid(d.new("s", "sell", 100, 5, tif="fok"))
     else:
         order = oid(d.new("s", "sell", 0, 5))
-    state = d.engine.order_state("s", order)
+    assert d.engine.order_state("s", order) is None and d.engine.open_orders["s"] == {}
     out = d.cancel("s", order)
-    assert out.error == "not_open" and out.result == state and out.book == []
+    assert (out.error, out.result, out.book, out.updates) == ("not_live", None, [], [])
+    assert d.amend("s", order, qty=7).error == "not_live"
+    assert d.cancel("s", d.engine.next_order_id).error == "unknown_order"
 
 
 # ---------------------------------------------------------------- symbols and bad input
@@ -435,11 +441,10 @@ def test_extreme_but_valid_numbers_work(d: Driver) -> None:
     assert fills(out) == [(MAX_PRICE, MAX_QTY)]
 
 
-def test_rejected_orders_can_be_looked_up(d: Driver) -> None:
+def test_rejected_orders_take_an_id_and_leave_no_state(d: Driver) -> None:
     order = oid(d.new("b", "buy", 0, 5))
-    state = d.engine.order_state("b", order)
-    assert state is not None and state.status == "rejected"
-    assert d.engine.order_state("other", order) is None
+    assert d.engine.next_order_id == order + 1
+    assert d.engine.order_state("b", order) is None and d.engine.order_state("other", order) is None
 
 
 # ---------------------------------------------------------------- idempotency
@@ -453,7 +458,7 @@ def test_retry_returns_the_original_result_unchanged(d: Driver) -> None:
     assert retry.replayed and not first.replayed and retry.error is None
     assert retry.result == first.result and retry.seq == first.seq
     assert retry.trades == [] and retry.book == [] and retry.updates == []
-    assert d.engine.order_state("b", oid(first)).status == "filled"  # type: ignore[union-attr]
+    assert d.engine.order_state("b", oid(first)) is None  # filled: out of the engine
 
 
 def test_retry_with_other_fields_is_refused_and_changes_nothing(d: Driver) -> None:
@@ -537,7 +542,7 @@ def test_results_and_updates_are_snapshots_later_commands_leave_alone(d: Driver)
 def test_depth_limits_levels_best_first(d: Driver) -> None:
     for p in (99, 97, 98):
         d.new("b", "buy", p, 1)
-    bids, asks = d.engine.depth("ACME", 2)
+    bids, asks = (d.engine.books["ACME"].bids.sorted_levels(2), d.engine.books["ACME"].asks.sorted_levels(2))
     assert [lv.price for lv in bids] == [99, 98] and asks == []
 
 
@@ -547,7 +552,7 @@ def test_open_orders_are_listed_oldest_first_per_account(d: Driver) -> None:
     d.new("b", "buy", 91, 1)
     z = oid(d.new("a", "buy", 92, 1))
     d.cancel("a", y)
-    assert [s.order_id for s in d.engine.open_order_states("a")] == [x, z]
+    assert [s.order_id for s in open_order_states(d.engine, "a")] == [x, z]
     assert d.engine.order_state("b", x) is None
 
 
@@ -559,14 +564,41 @@ def test_seq_and_ts_come_from_the_command_that_last_changed_the_order(d: Driver)
     assert state is not None and (state.seq, state.ts) == (3, 1003)
 
 
-def test_orders_kept_for_good_share_one_string_per_account_and_symbol() -> None:
-    """Every decoded record brings fresh strings; a million kept orders must not keep a million copies."""
+def test_live_orders_share_one_string_per_account_and_symbol() -> None:
+    """Every decoded record brings fresh strings; a million live orders must not keep a million copies."""
     engine = Engine(["ACME"])
     placed: list[tuple[Side, int]] = [("buy", 90), ("buy", 91), ("sell", 95), ("sell", 90)]
     for seq, (side, price) in enumerate(placed, 1):
         record = decode_record(encode_record(Record(seq, 1000 + seq, NewOrder("alice", "ACME", side, "limit", price, 5))))
         engine.apply(record.seq, record.ts, record.command)
-    orders = [o for o in engine.orders[1:] if o is not None]
-    assert len(orders) == 4
+    orders = [o for open_ in engine.open_orders.values() for o in open_.values()]
+    assert len(orders) == 2
     assert len({id(o.account) for o in orders}) == 1
     assert len({id(o.symbol) for o in orders}) == 1
+
+
+def test_finished_orders_leave_memory() -> None:
+    """Memory is bounded by the live orders: 100k orders placed and cancelled, filled, or never resting
+    leave none in the engine; only the id counter remembers them."""
+    engine = Engine(["ACME"])
+    seq = 0
+
+    def apply(command: Any) -> Outcome:
+        nonlocal seq
+        seq += 1
+        return engine.apply(seq, seq, command)
+
+    for i in range(100_000):
+        placed = apply(NewOrder("mm", "ACME", "buy", "limit", 100 - i % 7, 5))
+        assert placed.result is not None
+        if i % 10 == 0:
+            apply(NewOrder("taker", "ACME", "sell", "market", 0, 5, "ioc"))
+        else:
+            assert apply(Cancel("mm", placed.result.order_id)).error is None
+    apply(NewOrder("x", "ACME", "buy", "limit", 0, 5))  # rejected
+    assert sum(len(open_) for open_ in engine.open_orders.values()) == 0
+    assert engine.next_order_id == 100_000 + 10_000 + 2
+    assert not hasattr(engine, "orders")
+    sides = [level for book in engine.books.values() for side in (book.bids, book.asks)
+             for level in side.levels.values()]
+    assert sum(len(level.queue) for level in sides) <= 7 * 16  # dead entries are swept

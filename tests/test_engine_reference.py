@@ -15,11 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, MultipleResults, RuleBasedStateMachine, invariant, multiple, rule
-from reference_book import Driver, RefEngine
+from reference_book import Driver, RefEngine, open_order_states
+
+import msgspec
 
 from tickflow.core.engine import QUIET, Engine
-from tickflow.core.types import (MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder, Outcome,
-                                  Quote, Rules, Side, Tif)
+from tickflow.core.orders import finished, state_of
+from tickflow.core.types import (MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder,
+                                  OrderState, Outcome, Quote, Rules, Side, Tif)
 from tickflow.core.snapshot import state_hash
 
 SYMBOLS = ("ACME", "BETA")
@@ -36,6 +39,8 @@ class Twin:
         self.placed: dict[int, int] = {}  # order id -> its qty after the last successful amend
         self.owner: dict[int, str] = {}
         self.traded: dict[int, int] = defaultdict(int)
+        self.final: dict[int, OrderState] = {}
+        """Each finished order's final state, as the outcomes told it (the engine forgets it)."""
 
     def step(self, command: Command, *, check_books: bool = True) -> Outcome:
         before = None
@@ -44,6 +49,9 @@ class Twin:
         got = self.driver.apply(command)
         want = self.ref.apply(self.driver.seq, 1000 + self.driver.seq, command)
         assert _comparable(got) == _comparable(want), command
+        for state in finished(got):
+            assert state.order_id not in self.final, f"order {state.order_id} finished twice"
+            self.final[state.order_id] = state
         self._account(command, got)
         if before is not None:
             self._check_fok(command, got, before)  # type: ignore[arg-type]
@@ -92,11 +100,18 @@ class Twin:
         self.check_books()
         engine = self.driver.engine
         for account in ACCOUNTS:
-            assert engine.open_order_states(account) == self.ref.open_orders(account)
+            assert open_order_states(engine, account) == self.ref.open_orders(account)
         resting = cancelled = traded = 0
+        live = sum(len(open_) for open_ in engine.open_orders.values())
+        assert live == sum(1 for order_id in self.placed if order_id not in self.final), "a finished order is kept"
         for order_id, qty in self.placed.items():
             state = engine.order_state(self.owner[order_id], order_id)
-            assert state is not None and state.qty == qty
+            if state is None:  # finished: the engine keeps no finished order, the outcomes told its end
+                state = self.final[order_id]
+                assert state.status in ("filled", "cancelled") and state.account == self.owner[order_id]
+            else:
+                assert order_id not in self.final
+            assert state.qty == qty
             assert state.filled_qty == self.traded[order_id]
             traded += state.filled_qty
             if state.status in ("new", "partially_filled"):
@@ -177,8 +192,8 @@ def quotes(draw: st.DrawFn) -> Quote:
     return Quote(draw(accounts), draw(symbols), bids, asks)
 
 
-rules = st.integers(0, 4).map(Rules)
-"""Open-order limits small enough to be reached (0: none)."""
+rules = st.builds(Rules, st.integers(0, 4), st.sampled_from([0, 0, 100, 300, 1000]))
+"""Open-order limits small enough to be reached, and price bands of 1-10% (0: none)."""
 
 command_lists = st.lists(st.one_of(commands(), quotes(), rules), min_size=1, max_size=80)
 
@@ -235,13 +250,14 @@ class EngineAgainstReference(RuleBasedStateMachine):
     def set_rules(self, command: Rules) -> None:
         out = self.twin.step(command)
         assert out.error is None and self.twin.driver.engine.max_open_orders == command.max_open_orders
+        assert self.twin.driver.engine.price_band == command.price_band
 
     @rule(command=cancel_alls())
     def cancel_all(self, command: CancelAll) -> None:
         out = self.twin.step(command)
         assert out.result is None and out.error is None and not out.trades
         assert all(u.status == "cancelled" and u.account == command.account for u in out.updates)
-        assert not [o for o in self.twin.driver.engine.open_order_states(command.account)
+        assert not [o for o in open_order_states(self.twin.driver.engine, command.account)
                     if command.symbol in (None, o.symbol) and command.side in (None, o.side)]
 
     def _account(self, order_id: int, own: int, other: str) -> str:
@@ -280,7 +296,7 @@ def check_quiet_replay(cmds: list[Command], keep_after: int, symbols: tuple[str,
     answering, quiet = Engine(symbols), Engine(symbols)
     outcomes = []
     changed: dict[str, int] = {}
-    with quiet.replaying(keep_trades_after=keep_after) as kept:
+    with quiet.replaying(keep_trades_after=keep_after, keep_closed_after_seq=keep_after) as kept:
         for seq, command in enumerate(cmds, 1):
             outcome = answering.apply(seq, seq * 10, command)
             outcomes.append(outcome)
@@ -293,9 +309,16 @@ def check_quiet_replay(cmds: list[Command], keep_after: int, symbols: tuple[str,
             if seq % hash_every == 0:
                 assert state_hash(quiet) == state_hash(answering), f"after command {seq}: {command}"
     assert state_hash(quiet) == state_hash(answering)
+    in_books = {id(o) for b in quiet.books.values() for side in (b.bids, b.asks)
+                for level in side.levels.values() for o in level.live_orders()}
     for account, open_ in quiet.open_orders.items():  # the orders themselves, which later fills change
-        assert all(quiet.orders[i] is order for i, order in open_.items()), account
+        assert all(id(order) in in_books and order.order_id == i for i, order in open_.items()), account
     assert kept == [t for o in outcomes for t in o.trades if t.trade_id > keep_after]
+    # The orders closed by records after keep_after (as seq), in their final states, as the answers told.
+    told = {s.order_id: msgspec.structs.replace(s, fills=[]) for o in outcomes if o.seq > keep_after
+            for s in finished(o)}
+    collected = [state_of(order) for order in kept.closed]
+    assert len(collected) == len(told) and {s.order_id: s for s in collected} == told
     assert {s: b.seq for s, b in answering.books.items()} == {s: b.seq for s, b in quiet.books.items()}
     # Afterwards it answers again.
     assert not quiet.quiet and quiet.apply(len(cmds) + 1, 0, Cancel("nobody", 1)).seq == len(cmds) + 1

@@ -82,3 +82,20 @@ async def test_the_server_logs_the_limit_and_a_replay_keeps_what_was_in_force(tm
             assert (await post(94))["status"] == "new"
     finally:
         server.stop()
+
+
+def test_a_limit_price_outside_the_band_around_the_last_trade_is_refused() -> None:
+    d = Driver()
+    d.apply(Rules(0, 500))  # 5%
+    assert d.new("a", "buy", 50, 1).result.status == "new"  # type: ignore[union-attr]  # no trade yet: no band
+    d.new("s", "sell", 100, 2)
+    d.new("b", "buy", 100, 1)  # the last trade: 100
+    outside = d.new("a", "buy", 94, 1).result
+    assert outside is not None and (outside.status, outside.reason) == ("rejected", "outside_price_band")
+    assert d.new("a", "buy", 95, 1).result.status == "new"  # type: ignore[union-attr]  # at the edge
+    assert d.market("a", "buy", 1).result.status == "filled"  # type: ignore[union-attr]  # market orders: no limit
+    assert d.amend("a", 1, price=94).error == "outside_price_band"  # the order at 50 may not move to 94 ...
+    assert d.amend("a", 1, qty=3).error is None  # ... but keeps its place and may shrink or grow where it is
+    assert d.quote("q", [(99, 1)], [(106, 1)]).error == "outside_price_band"
+    engine = restore(capture(d.engine))
+    assert state_hash(engine) == state_hash(d.engine) and engine.books["ACME"].last == 100

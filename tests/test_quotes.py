@@ -3,7 +3,7 @@ place of every level whose price stays and whose open quantity does not grow (do
 
 from __future__ import annotations
 
-from reference_book import Driver
+from reference_book import Driver, open_order_states
 
 from tickflow.core.snapshot import capture, restore, state_hash
 from tickflow.core.types import Quote
@@ -27,7 +27,7 @@ def test_a_first_quote_places_bids_then_asks_best_first_as_one_command() -> None
                         (4, "sell", 102, "new")]
     assert {s.seq for s in out.quoted or []} == {out.seq}
     assert d.depth() == ([(99, 5, 1), (98, 5, 1)], [(101, 5, 1), (102, 5, 1)])
-    assert [o.order_id for o in d.engine.open_order_states("mm")] == [1, 2, 3, 4]
+    assert [o.order_id for o in open_order_states(d.engine, "mm")] == [1, 2, 3, 4]
 
 
 def test_an_unchanged_or_smaller_level_keeps_its_place_and_a_larger_one_goes_to_the_back() -> None:

@@ -147,7 +147,7 @@ async def test_kill_9_loses_nothing_acknowledged(tmp_path: Path, mode: str) -> N
             # Refused without a record (another account's order, or one no longer open): the log
             # must agree, and a closed order never changes again, so its last state is the one told.
             # Or an id no order had been given when it was answered (later ones may have it since).
-            assert error in (Reason.UNKNOWN_ORDER, Reason.NOT_OPEN), error
+            assert error in (Reason.UNKNOWN_ORDER, Reason.NOT_LIVE), error
             refused = engine.apply(engine.last_seq + 1, engine.last_ts, command)
             if (refused.error, as_json(refused.result)) != (error, result):
                 assert error == Reason.UNKNOWN_ORDER and command.order_id >= issued[0], command  # type: ignore[union-attr]

@@ -10,6 +10,7 @@ import pytest
 from helpers.logs import commands, open_log, replayed, write_log
 
 from tickflow.core.engine import Engine
+from tickflow.core.orders import finished
 from tickflow.core.types import AddSymbol, Amend, Cancel, CancelAll, Command, NewOrder, OrderType, Outcome, Record
 from tickflow.store.log.codec import decode_record, encode_record
 from tickflow.store.recovery import recover
@@ -199,3 +200,25 @@ def test_records_round_trip() -> None:
         record = Record(12, 34, command)
         assert decode_record(encode_record(record)) == record
         assert decode_record(memoryview(encode_record(record))) == record
+
+
+def test_a_replay_re_derives_the_orders_closed_after_a_seq_with_or_without_answers(tmp_path: Path) -> None:
+    """What SQLite's orders table needs after a crash: the final state of every order closed by a record after
+    its watermark, the same from a quiet replay (collected where orders close) as from the answers."""
+    path = str(tmp_path / "x.wal")
+    cmds = mixed_commands(3000, seed=5)
+    write_log(path, cmds)
+    answered: list[Outcome] = []
+    wal = Wal.open(path)
+    recover(wal, Engine(), answered.append)
+    wal.close()
+    for after in (None, 0, 1500, len(cmds)):
+        told = {} if after is None else {
+            s.order_id: msgspec.structs.replace(s, fills=[]) for o in answered if o.seq > after for s in finished(o)}
+        for quiet in (True, False):
+            wal = Wal.open(path)
+            recovery = recover(wal, Engine(), None if quiet else (lambda outcome: None), keep_closed_after_seq=after)
+            wal.close()
+            got = {s.order_id: msgspec.structs.replace(s, fills=[]) for s in recovery.closed}
+            assert len(got) == len(recovery.closed) and got == told, (after, quiet)
+    assert len({s.order_id for o in answered for s in finished(o)}) > 1000

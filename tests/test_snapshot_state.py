@@ -9,13 +9,14 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_engine_reference import SYMBOLS, _comparable, cancel_alls, commands
+from test_engine_reference import SYMBOLS, _comparable, cancel_alls, commands, quotes
 
 from tickflow.core.engine import Engine
 from tickflow.core.snapshot import BadState, EngineState, capture, restore, state_hash
-from tickflow.core.types import AddSymbol, Amend, Command, NewOrder
+from tickflow.core.book import Order
+from tickflow.core.types import AddSymbol, Amend, Cancel, Command, NewOrder
 
-histories = st.lists(st.one_of(commands(), cancel_alls()), min_size=1, max_size=120)
+histories = st.lists(st.one_of(commands(), cancel_alls(), quotes()), min_size=1, max_size=120)
 
 
 def _engine_after(history: list[Command]) -> Engine:
@@ -44,6 +45,8 @@ def test_a_snapshot_and_the_records_after_it_give_the_engine_a_full_replay_gives
                 full.apply(seq, 1_000 + seq, command)
     restored = _through_bytes(full)
     assert state_hash(restored) == state_hash(full)
+    assert restored.next_order_id == full.next_order_id
+    assert len(capture(full).orders) == sum(len(o) for o in full.open_orders.values())  # live orders only
     seq = full.last_seq
     for command in after:
         seq += 1
@@ -69,7 +72,9 @@ def test_time_priority_survives_a_snapshot() -> None:
 
 
 @pytest.mark.parametrize("damage, why", [
-    (lambda s: s.orders.__setitem__(0, s.orders[1]), "unused id 0"),
+    (lambda s: s.orders.append(s.orders[0]), "listed twice"),
+    (lambda s: setattr(s, "next_order_id", 1), "not a live order"),
+    (lambda s: setattr(s.orders[0], "live", False), "not a live order"),
     (lambda s: s.books.append(s.books[0]), "appears twice"),
     (lambda s: s.books[0].asks[0].append(s.books[0].asks[0][1]), "rests twice"),
     (lambda s: s.books[0].asks[0].__setitem__(0, 99), "cannot rest"),
@@ -81,3 +86,21 @@ def test_a_state_that_contradicts_itself_is_refused(damage: Callable[[EngineStat
     damage(state)
     with pytest.raises(BadState, match=why):
         restore(state)
+
+
+def test_a_snapshot_written_before_next_order_id_still_restores() -> None:
+    """An older file: every order by id (finished ones too, index 0 unused) and no next_order_id field.
+    It restores to the live orders only, with the next id after the table."""
+    engine = _engine_after([AddSymbol("X"), NewOrder("a", "X", "sell", "limit", 100, 5),
+                            NewOrder("b", "X", "sell", "limit", 101, 5), NewOrder("a", "X", "buy", "limit", 0, 1),
+                            Cancel("b", 2)])
+    new = capture(engine)
+    live = new.orders[0]
+    assert isinstance(live, Order) and len(new.orders) == 1
+    gone = Order(2, None, "b", "X", "sell", "limit", 101, 5, "gtc", False, 0, "cancelled", "cancelled_by_user", 5, 1005)
+    rejected = Order(3, None, "a", "X", "buy", "limit", 0, 1, "gtc", False, 0, "rejected", "bad_price", 4, 1004)
+    old = [new.last_seq, new.last_ts, new.next_trade_id, [None, live, gone, rejected], new.books, new.idempotency]
+    restored = restore(msgspec.msgpack.decode(msgspec.msgpack.encode(old), type=EngineState))
+    assert restored.next_order_id == 4 == engine.next_order_id
+    assert state_hash(restored) == state_hash(engine)
+    assert [o.order_id for o in restored.open_orders["a"].values()] == [1] and not restored.open_orders.get("b")

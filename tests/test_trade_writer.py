@@ -6,10 +6,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from helpers.wait import turns, until
 
-from tickflow.core.types import Outcome, Trade
+from tickflow.core.engine import Engine
+from tickflow.core.types import Cancel, CancelAll, Command, NewOrder, OrderState, Outcome, Quote, Trade
 from tickflow.net.exchange.fanout import Feed
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.trades import TradeStore
@@ -29,9 +31,10 @@ class CountingStore:
         self.store = store
         self.inserts = 0
 
-    async def insert(self, trades: list[Trade]) -> None:
+    async def insert(self, trades: list[Trade], orders: list[OrderState] | None = None,
+                     orders_seq: int | None = None) -> None:
         self.inserts += 1
-        await self.store.insert(trades)
+        await self.store.insert(trades, orders, orders_seq)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -90,12 +93,13 @@ class FullDiskStore(CountingStore):
         super().__init__(store)
         self.failures = failures
 
-    async def insert(self, trades: list[Trade]) -> None:
+    async def insert(self, trades: list[Trade], orders: list[OrderState] | None = None,
+                     orders_seq: int | None = None) -> None:
         self.inserts += 1
         if self.failures > 0:
             self.failures -= 1
             raise OSError(28, "database or disk is full")
-        await self.store.insert(trades)
+        await self.store.insert(trades, orders, orders_seq)
 
 
 async def test_a_failed_insert_is_retried_in_order_and_readers_wait_for_it(tmp_path: Path) -> None:
@@ -125,9 +129,11 @@ class RecordingFullDisk(FullDiskStore):
         super().__init__(store, failures)
         self.sizes: list[int] = []
 
-    async def insert(self, trades: list[Trade]) -> None:
-        self.sizes.append(len(trades))
-        await super().insert(trades)
+    async def insert(self, trades: list[Trade], orders: list[OrderState] | None = None,
+                     orders_seq: int | None = None) -> None:
+        if trades:  # (a commit with no trade only moves the orders watermark)
+            self.sizes.append(len(trades))
+        await super().insert(trades, orders, orders_seq)
 
 
 async def test_a_backlog_is_retried_in_bounded_chunks_not_one_ever_larger_transaction(tmp_path: Path) -> None:
@@ -199,4 +205,58 @@ async def test_readers_that_time_out_leave_no_waiter_behind(tmp_path: Path) -> N
         assert writer.flushed.waiting == 0 and feed.mirror.durable.waiting == 0
     finally:
         await asyncio.wait_for(writer.stop(), 10)
+
+
+async def test_finished_orders_reach_sqlite_with_their_trades_and_the_watermark(tmp_path: Path) -> None:
+    """Every order an outcome finishes (the taker, the makers it filled, a cancel, a cancel-all's, a rejected
+    one, a quote's replaced ones) is stored in its final state; live ones are not; the watermark follows."""
+    store = await open_store(tmp_path)
+    writer = TradeWriter(store, linger=0.0)  # type: ignore[arg-type]
+    writer.start()
+    engine = Engine(["ACME"])
+    commands: list[Command] = [NewOrder("s", "ACME", "sell", "limit", 100, 5), NewOrder("s", "ACME", "sell", "limit", 101, 5),
+                NewOrder("b", "ACME", "buy", "limit", 101, 7),  # fills 1, takes 2 of 2, the taker filled
+                NewOrder("b", "ACME", "buy", "limit", 90, 1), Cancel("b", 4),
+                NewOrder("b", "ACME", "buy", "limit", 0, 1),  # rejected
+                NewOrder("c", "ACME", "buy", "limit", 80, 1), CancelAll("c"),
+                Quote("q", "ACME", [(70, 1)], []), Quote("q", "ACME", [(71, 1)], []),  # 9 replaced by 10
+                NewOrder("l", "ACME", "buy", "limit", 60, 1)]  # stays live
+    outcomes = [engine.apply(seq, 1000 + seq, c) for seq, c in enumerate(commands, 1)]
+    writer.publish(outcomes[:5])
+    writer.publish(outcomes[5:])
+    await asyncio.wait_for(writer.caught_up(len(commands)), 10)
+    stored = {i: await store.order(i) for i in range(1, engine.next_order_id)}
+    assert {i: s.status for i, s in stored.items() if s is not None} == {
+        1: "filled", 3: "filled", 4: "cancelled", 5: "rejected", 6: "cancelled", 7: "cancelled"}
+    assert stored[3] == OrderState(3, None, "b", "ACME", "buy", "limit", 101, 7, "gtc", False, "filled", 7, 0, [],
+                                   None, 3, 1003)
+    assert engine.order_state("s", 2) is not None and stored[2] is None  # partly filled: live
+    assert await store.orders_seq() == len(commands)
+    await writer.stop()
+    await store.close()
+
+
+async def test_finished_orders_are_read_from_memory_until_sqlite_holds_them(tmp_path: Path) -> None:
+    """A cancel of a finished order, or GET of one, must never miss it: until its commit it is read from the
+    writer's memory (also while SQLite refuses writes), afterwards from SQLite; always without its fills."""
+    store = FullDiskStore(await TradeStore.open(str(tmp_path / "trades.db")), failures=2)
+    writer = TradeWriter(store, linger=0.0)  # type: ignore[arg-type]
+    writer.retry_delay = 0.01
+    engine = Engine(["ACME"])
+    outcomes = [engine.apply(1, 1001, NewOrder("s", "ACME", "sell", "limit", 100, 5)),
+                engine.apply(2, 1002, NewOrder("b", "ACME", "buy", "limit", 100, 5))]
+    writer.publish(outcomes)  # before the writer runs: nothing committed yet
+    taker = outcomes[1].result
+    assert taker is not None
+    expected = {i: msgspec.structs.replace(s, fills=[]) for i, s in ((1, outcomes[1].updates[0]), (2, taker))}
+    assert await writer.finished_orders([1, 2, 3]) == expected
+    writer.start()
+    try:
+        await until(lambda: writer.error is not None, message="the first insert to fail")
+        assert await writer.finished_orders([1, 2, 3]) == expected and await store.order(1) is None
+        await asyncio.wait_for(writer.caught_up(2), 10)
+        assert writer.unflushed == {}
+        assert await writer.finished_orders([1, 2, 3]) == expected == {1: await store.order(1), 2: await store.order(2)}
+    finally:
+        await writer.stop()
         await store.close()

@@ -18,7 +18,9 @@ from typing import Any, Iterable, Iterator
 import msgspec
 
 from tickflow.core.book import NO_LIMIT, Book, BookSide, Level, Order
-from tickflow.core.orders import NO_FILLS, plan_quote, quote_problem, rejection, same_order, state_of, unfilled_reason
+from tickflow.core.orders import (
+    NO_FILLS, Kept, plan_quote, quote_problem, rejection, same_order, state_of, unfilled_reason
+)
 from tickflow.core.types import (
     MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, Fill, LevelChange, MakerFill, NewOrder,
     OrderState, Outcome, Quote, Reason, Rules, Status, Trade
@@ -28,20 +30,20 @@ from tickflow.core.types import (
 # has returned, and an outcome is read-only to its consumers.
 _EMPTY: list[Any] = NO_FILLS
 _SELF_TRADE = Reason.SELF_TRADE
-_NO_TRADE_ID = 1 << 63
-"""Above every trade id."""
+_NEVER = 1 << 63
+"""Above every trade id and every seq."""
 QUIET = Outcome(0, None, None, _EMPTY, _EMPTY, _EMPTY)
 """What `apply` returns while the engine replays quietly (see `Engine.replaying`): no answer was built."""
 
 
 class Engine:
-    """All books, all orders, the idempotency table and the id counters."""
+    """All books, the live orders, the idempotency table and the id counters. A finished order leaves
+    memory the moment it closes (its final state is history: SQLite keeps it, see store/trades.py)."""
 
     def __init__(self, symbols: Iterable[str] = ()) -> None:
         self.books: dict[str, Book] = {s: Book(s) for s in symbols}
-        # Every new order, whatever became of it, takes the next id and is kept here at that index
-        # (ids are dense, so a list beats a dict: cheaper to grow, and smaller).
-        self.orders: list[Order | None] = [None]
+        # Every new order, whatever becomes of it, takes the next id; only live orders are kept.
+        self.next_order_id = 1
         self.open_orders: defaultdict[str, dict[int, Order]] = defaultdict(dict)
         # (account, clientOrderId) -> the order's first answer. That answer repeats every field of
         # the order as sent, so a retry is compared with it, and the command need not be kept.
@@ -56,34 +58,33 @@ class Engine:
         """Basis points around a symbol's last trade a limit price may be (0: no band), as Rules set it."""
         self.last_seq = 0
         self.last_ts = 0
-        # While replaying quietly: no answers are built, and only the trades with ids above
-        # `_keep_trades_after` are kept, in `_kept_trades` (see `replaying`).
+        # While replaying quietly no answers are built; `_kept` collects what `replaying` asked for.
         self.quiet = False
         self._keep_trades_after = 0
-        self._kept_trades: list[Trade] = []
-
-    @property
-    def next_order_id(self) -> int:
-        return len(self.orders)
+        self._keep_closed_after = _NEVER
+        self._kept = Kept()
 
     @contextlib.contextmanager
-    def replaying(self, keep_trades_after: int | None = None) -> Iterator[list[Trade]]:
+    def replaying(self, keep_trades_after: int | None = None,
+                  keep_closed_after_seq: int | None = None) -> Iterator[Kept]:
         """Apply commands quietly while inside: the books, orders, counters and idempotency table
         change exactly as with answers, but `apply` returns `QUIET` instead of building the outcome
         nobody reads during a replay (the objects of an answer cost a quarter of replay's time).
-        Yields the list that collects the trades with ids above `keep_trades_after` (none if None)."""
+        Yields the list that collects the trades with ids above `keep_trades_after` (none if None);
+        its `closed` collects the orders closed by records with seqs above `keep_closed_after_seq`."""
         if self.quiet:
             raise RuntimeError("already replaying")
         self.quiet = True
-        self._keep_trades_after = _NO_TRADE_ID if keep_trades_after is None else keep_trades_after
-        kept: list[Trade] = []
-        self._kept_trades = kept
+        self._keep_trades_after = _NEVER if keep_trades_after is None else keep_trades_after
+        self._keep_closed_after = _NEVER if keep_closed_after_seq is None else keep_closed_after_seq
+        kept = self._kept = Kept()
         try:
             yield kept
         finally:
             self.quiet = False
             self._keep_trades_after = 0
-            self._kept_trades = []
+            self._keep_closed_after = _NEVER
+            self._kept = Kept()
 
     # ------------------------------------------------------------------ commands
 
@@ -102,7 +103,8 @@ class Engine:
         coid = cmd.client_order_id
         if coid is not None and (cmd.account, coid) in self.idempotency:
             return QUIET if self.quiet else self.check_duplicate(cmd)  # type: ignore[return-value]
-        order_id = len(self.orders)
+        order_id = self.next_order_id
+        self.next_order_id = order_id + 1
         symbol = cmd.symbol
         type_ = cmd.type
         price = cmd.price
@@ -129,7 +131,7 @@ class Engine:
             return self._unfilled(seq, ts, cmd, order_id, "rejected", Reason.BAD_PRICE)
         else:
             key = NO_LIMIT
-        symbol = book.symbol  # the book's own string, like the account below: orders are kept for good
+        symbol = book.symbol  # the book's own string, like the account below: live orders share them
         account = cmd.account
         account = self.accounts.setdefault(account, account)
         heap = opposite.heap
@@ -139,7 +141,6 @@ class Engine:
                 return self._unfilled(seq, ts, cmd, order_id, "cancelled", unfilled_reason(type_, tif))
             order = Order(order_id, coid, account, symbol, side, type_, price, qty, tif, cmd.post_only,
                           0, "new", None, seq, ts, True)
-            self.orders.append(order)
             level = own.levels.get(price)
             if level is None:
                 level = own.add_level(price)
@@ -181,13 +182,14 @@ class Engine:
             reason = Reason.IOC_REMAINDER if type_ == "limit" else Reason.NO_LIQUIDITY
         order = Order(order_id, coid, account, symbol, side, type_, price, qty, tif, cmd.post_only,
                       filled, status, reason, seq, ts, False)  # type: ignore[arg-type]
-        self.orders.append(order)
         book.seq = seq
         if rests:
             self.open_orders[account][order_id] = order
             level = book.rest(order)
             if not no_answer:
                 changes.append(book.change(level))
+        elif seq > self._keep_closed_after:
+            self._kept.closed.append(order)
         if self.quiet:
             if trades:
                 self._keep(trades)
@@ -232,14 +234,12 @@ class Engine:
             return Outcome(result.seq, result, None, _EMPTY, _EMPTY, _EMPTY, replayed=True)
         return Outcome(result.seq, result, Reason.DUPLICATE_MISMATCH, _EMPTY, _EMPTY, _EMPTY, replayed=True)
 
-    def _unfilled(
-        self, seq: int, ts: int, cmd: NewOrder, order_id: int, status: Status, reason: str
-    ) -> Outcome:
+    def _unfilled(self, seq: int, ts: int, cmd: NewOrder, order_id: int, status: Status, reason: str) -> Outcome:
         """A new order that ends before matching: rejected by the rules, or a FOK that cannot fill."""
         order = Order(order_id, cmd.client_order_id, cmd.account, cmd.symbol, cmd.side, cmd.type, cmd.price,
                       cmd.qty, cmd.tif, cmd.post_only, 0, status, reason, seq, ts, False)
-        # Kept like any finished order: the caller was given this id and may ask about it.
-        self.orders.append(order)
+        if seq > self._keep_closed_after:
+            self._kept.closed.append(order)
         result = state_of(order)
         if cmd.client_order_id is not None:
             self.idempotency[(cmd.account, cmd.client_order_id)] = result
@@ -248,11 +248,7 @@ class Engine:
     def _cancel(self, seq: int, ts: int, cmd: Cancel) -> Outcome:
         order = self._find(cmd.account, cmd.order_id)
         if order is None:
-            return QUIET if self.quiet else Outcome(seq, None, Reason.UNKNOWN_ORDER, _EMPTY, _EMPTY, _EMPTY)
-        if not order.live:
-            if self.quiet:
-                return QUIET
-            return Outcome(seq, state_of(order), Reason.NOT_OPEN, _EMPTY, _EMPTY, _EMPTY)
+            return QUIET if self.quiet else Outcome(seq, None, self._not_found(cmd.order_id), _EMPTY, _EMPTY, _EMPTY)
         book = self.books[order.symbol]
         level = book.unrest(order)
         self._close(order, "cancelled", Reason.USER_CANCEL, seq, ts)
@@ -285,9 +281,7 @@ class Engine:
     def _amend(self, seq: int, ts: int, cmd: Amend) -> Outcome:
         order = self._find(cmd.account, cmd.order_id)
         if order is None:
-            return Outcome(seq, None, Reason.UNKNOWN_ORDER, _EMPTY, _EMPTY, _EMPTY)
-        if not order.live:
-            return Outcome(seq, state_of(order), Reason.NOT_OPEN, _EMPTY, _EMPTY, _EMPTY)
+            return Outcome(seq, None, self._not_found(cmd.order_id), _EMPTY, _EMPTY, _EMPTY)
         if (cmd.qty is None or cmd.qty == order.qty) and (cmd.price is None or cmd.price == order.price):
             # Nothing would change: the order keeps its seq and the book its state, as if never sent.
             return Outcome(seq, state_of(order), Reason.NOTHING_TO_AMEND, _EMPTY, _EMPTY, _EMPTY)
@@ -324,7 +318,6 @@ class Engine:
         old_level = book.unrest(order)
         old_change = book.change(old_level)  # now: an emptied level may be reused by the rest below
         moved = msgspec.structs.replace(order, price=price, qty=qty, seq=seq, ts=ts)
-        self.orders[order.order_id] = moved
         self.open_orders[order.account][order.order_id] = moved
         if opposite.heap and opposite.heap[0] <= key:
             left, fills, trades, updates, changes = self._match(
@@ -350,10 +343,7 @@ class Engine:
     def _quote(self, seq: int, ts: int, cmd: Quote) -> Outcome:
         """Replace the account's quote orders in the symbol by the quote's levels (core/orders.plan_quote)."""
         book = self.books.get(cmd.symbol)
-        error = Reason.UNKNOWN_SYMBOL if book is None else quote_problem(cmd)
-        if error is None and self.price_band and book is not None and any(
-                book.outside_band(price, self.price_band) for price, _ in (*cmd.bids, *cmd.asks)):
-            error = Reason.OUTSIDE_PRICE_BAND
+        error = Reason.UNKNOWN_SYMBOL if book is None else quote_problem(cmd, book, self.price_band)
         if error is not None or book is None:
             return Outcome(seq, None, error, _EMPTY, _EMPTY, _EMPTY)
         account = self.accounts.setdefault(cmd.account, cmd.account)
@@ -383,9 +373,11 @@ class Engine:
         trades: list[Trade] = []
         changed: list[OrderState | MakerFill] = []
         for side, price, qty in place:
-            order_id = len(self.orders)
+            order_id = self.next_order_id
             placed = self.apply(seq, ts, NewOrder(account, book.symbol, side, "limit", price, qty))
-            self.orders[order_id].quote = True  # type: ignore[union-attr]
+            resting = self.open_orders[account].get(order_id)
+            if resting is not None:  # still live: the next quote replaces it
+                resting.quote = True
             if placed.result is not None:  # None while replaying quietly
                 quoted.append(placed.result)
                 trades.extend(placed.trades)
@@ -419,6 +411,7 @@ class Engine:
         open_orders = self.open_orders
         trade_id = self.next_trade_id
         keep_after = self._keep_trades_after if no_answer else 0
+        keep_closed_after = self._keep_closed_after
         symbol = book.symbol
         traded = 0
         status: Status
@@ -449,6 +442,8 @@ class Engine:
                     status = "filled"
                     level.count -= 1
                     del open_orders[maker_account][maker_id]
+                    if seq > keep_closed_after:
+                        self._kept.closed.append(maker)
                 else:
                     n = want
                     queue.appendleft(maker)  # partly filled, it keeps its place
@@ -489,15 +484,17 @@ class Engine:
     def _keep(self, trades: list[Trade]) -> None:
         """While replaying quietly: keep the trades the caller asked for."""
         after = self._keep_trades_after
-        self._kept_trades.extend(t for t in trades if t.trade_id > after)
+        self._kept.extend(t for t in trades if t.trade_id > after)
 
     def _find(self, account: str, order_id: int) -> Order | None:
-        """The order with this id if `account` owns it; another account's order is as unknown."""
-        if 0 < order_id < len(self.orders):
-            order = self.orders[order_id]
-            if order is not None and order.account == account:
-                return order
-        return None
+        """`account`'s live order with this id, or None."""
+        open_ = self.open_orders.get(account)
+        return open_.get(order_id) if open_ else None
+
+    def _not_found(self, order_id: int) -> str:
+        """Why no live order of the account's has this id: NOT_LIVE for an id given out (finished, or another
+        account's: only SQLite can tell, see net/exchange/service.py), UNKNOWN_ORDER for one never given."""
+        return Reason.NOT_LIVE if 0 < order_id < self.next_order_id else Reason.UNKNOWN_ORDER
 
     def _at_cap(self, account: str, more: int = 1) -> bool:
         """True when `more` new open orders would take `account` past the open-order limit."""
@@ -510,21 +507,12 @@ class Engine:
         order.seq = seq
         order.ts = ts
         self.open_orders[order.account].pop(order.order_id, None)
-
-    # ------------------------------------------------------------------ queries
+        if seq > self._keep_closed_after:
+            self._kept.closed.append(order)
 
     def order_state(self, account: str, order_id: int) -> OrderState | None:
-        """The order's current state, or None when it is unknown or belongs to another account."""
-        order = self._find(account, order_id)
-        return None if order is None else state_of(order)
-
-    def open_order_states(self, account: str) -> list[OrderState]:
-        return [state_of(o) for o in sorted(self.open_orders.get(account, {}).values(), key=_by_id)]
-
-    def depth(self, symbol: str, depth: int | None = None) -> tuple[list[Level], list[Level]]:
-        """(bids, asks), best first."""
-        book = self.books[symbol]
-        return book.bids.sorted_levels(depth), book.asks.sorted_levels(depth)
+        """The state of `account`'s live order with this id, or None (finished orders are in SQLite)."""
+        return None if (order := self._find(account, order_id)) is None else state_of(order)
 
 
 def _by_id(order: Order) -> int:

@@ -5,10 +5,43 @@ from __future__ import annotations
 from typing import Any
 
 from tickflow.core.book import Book, Order
-from tickflow.core.types import MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, Fill, NewOrder, OrderState, Quote, Reason, Side
+from tickflow.core.types import (
+    MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, Fill, NewOrder, OrderState, Outcome, Quote, Reason, Side, Trade, maker_state
+)
 
 NO_FILLS: list[Any] = []
 """The one empty list that results without fills share; nothing may append to it."""
+FINAL: frozenset[str] = frozenset(("filled", "cancelled", "rejected"))
+"""The statuses of a finished order: it is out of the book and never changes again."""
+
+
+class Kept(list[Trade]):
+    """What a quiet replay collects (Engine.replaying): the trades asked for, and in `closed` the orders
+    that closed, as the engine's objects (a closed order never changes again)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed: list[Order] = []
+
+
+def finished(outcome: Outcome) -> list[OrderState]:
+    """The orders `outcome` finished, each in its final state (fills: those of this command): the order
+    itself, resting orders it filled or cancelled, a quote's own orders it replaced or that filled."""
+    if outcome.error is not None or outcome.replayed:
+        return []
+    done = []
+    result = outcome.result
+    if result is not None and result.status in FINAL:
+        done.append(result)
+    for u in outcome.changed:
+        if isinstance(u, OrderState):
+            if u.status in FINAL:
+                done.append(u)
+        elif u[2] == "filled":
+            done.append(maker_state(u))
+    if outcome.quoted:
+        done.extend(q for q in outcome.quoted if q.status in FINAL)
+    return done
 
 
 def state_of(order: Order, fills: list[Fill] = NO_FILLS) -> OrderState:
@@ -62,8 +95,9 @@ def rejection(cmd: NewOrder, book: Book | None) -> str:
     return Reason.BAD_ORDER
 
 
-def quote_problem(cmd: Quote) -> str | None:
-    """Why a mass quote breaks the rules on its terms (a Reason), or None."""
+def quote_problem(cmd: Quote, book: Book | None = None, band: int = 0) -> str | None:
+    """Why a mass quote breaks the rules on its terms, or the price band (`band` basis points around the last
+    trade in `book`): a Reason, or None."""
     for levels in (cmd.bids, cmd.asks):
         if len(levels) > MAX_QUOTE_LEVELS:
             return Reason.TOO_MANY_LEVELS
@@ -76,6 +110,8 @@ def quote_problem(cmd: Quote) -> str | None:
             return Reason.REPEATED_PRICE
     if cmd.bids and cmd.asks and max(p for p, _ in cmd.bids) >= min(p for p, _ in cmd.asks):
         return Reason.CROSSED_QUOTE
+    if band and book is not None and any(book.outside_band(price, band) for price, _ in (*cmd.bids, *cmd.asks)):
+        return Reason.OUTSIDE_PRICE_BAND
     return None
 
 

@@ -1,8 +1,8 @@
 """The engine's whole state as plain data, and an engine rebuilt from it.
 
 `capture` reads an engine between two commands; `restore` builds one that answers every later command
-exactly as the captured one would (the same books in time priority, orders, ids, idempotency table
-and stamps: `state_hash` is the same). The store writes this to a snapshot file
+exactly as the captured one would (the same books in time priority, live orders, ids, idempotency table
+and stamps: `state_hash` is the same). Finished orders are not in it: they are history, in SQLite. The store writes this to a snapshot file
 (store/snapshots.py); nothing here touches a file.
 """
 
@@ -36,14 +36,26 @@ class EngineState(msgspec.Struct, array_like=True, forbid_unknown_fields=True, g
     last_ts: int
     next_trade_id: int
     orders: list[Order | None]
-    """Every order by id (index 0 is None): what a cancel, an amend or `GET /orders/{id}` reads."""
+    """The live orders, in no particular order. In a file written before `next_order_id` (0 there): every
+    order, index = id (index 0 is None), of which `restore` keeps the live ones."""
     books: list[BookState]
     idempotency: list[tuple[str, str, OrderState]]
     """(account, clientOrderId, the order's first answer)."""
+    next_order_id: int = 0
+    """The id the next order takes; last, with a default, so that older files still read (as 0)."""
     max_open_orders: int = 0
     """The logged open-order limit (last, with a default: a snapshot from before it reads as none)."""
     price_band: int = 0
     """The logged price band, in basis points (0: none)."""
+
+
+def live_orders(engine: Engine) -> list[Order]:
+    """The engine's live orders, by id."""
+    return sorted((o for open_ in engine.open_orders.values() for o in open_.values()), key=_by_id)
+
+
+def _by_id(order: Order) -> int:
+    return order.order_id
 
 
 def capture(engine: Engine) -> EngineState:
@@ -56,8 +68,10 @@ def capture(engine: Engine) -> EngineState:
                           for level in side.sorted_levels()])
         books.append(BookState(symbol, book.seq, sides[0], sides[1], book.last))
     idempotency = [(account, coid, state) for (account, coid), state in engine.idempotency.items()]
-    return EngineState(engine.last_seq, engine.last_ts, engine.next_trade_id, engine.orders, books, idempotency,
-                       engine.max_open_orders, engine.price_band)
+    # In no particular order (restore indexes them by id): sorting a million would only cost the child time.
+    orders: list[Order | None] = [o for open_ in engine.open_orders.values() for o in open_.values()]
+    return EngineState(engine.last_seq, engine.last_ts, engine.next_trade_id, orders, books, idempotency,
+                       engine.next_order_id, engine.max_open_orders, engine.price_band)
 
 
 class BadState(ValueError):
@@ -72,15 +86,23 @@ def restore(state: EngineState) -> Engine:
     engine.next_trade_id = state.next_trade_id
     engine.max_open_orders = state.max_open_orders
     engine.price_band = state.price_band
-    orders = state.orders
-    if not orders or orders[0] is not None:
-        raise BadState("the order table must start with the unused id 0")
+    if state.next_order_id == 0:  # written before next_order_id: every order, index = id
+        if not state.orders or state.orders[0] is not None:
+            raise BadState("the order table must start with the unused id 0")
+        next_order_id = len(state.orders)
+        listed: list[Order | None] = [o for o in state.orders[1:] if o is not None and o.live]
+    else:
+        next_order_id = state.next_order_id
+        listed = state.orders
+    orders: dict[int, Order] = {}
     accounts = engine.accounts
-    for order in orders[1:]:
-        if order is not None:
-            # One string per account name, as the engine keeps them.
-            order.account = accounts.setdefault(order.account, order.account)
-    engine.orders = orders
+    for order in listed:
+        if order is None or not order.live or not 0 < order.order_id < next_order_id or order.order_id in orders:
+            raise BadState(f"not a live order, or listed twice: {order!r}")
+        # One string per account name, as the engine keeps them.
+        order.account = accounts.setdefault(order.account, order.account)
+        orders[order.order_id] = order
+    engine.next_order_id = next_order_id
     open_orders = engine.open_orders
     for book_state in state.books:
         if book_state.symbol in engine.books:
@@ -102,21 +124,21 @@ def restore(state: EngineState) -> Engine:
                     level.count += 1
                     open_orders[order.account][order_id] = order
     resting = sum(len(by_id) for by_id in open_orders.values())
-    if resting != sum(1 for o in orders if o is not None and o.live):
+    if resting != len(orders):
         raise BadState("an order marked live rests in no level")
     engine.idempotency = {(account, coid): answer for account, coid, answer in state.idempotency}
     return engine
 
 
-def _live_order(orders: list[Order | None], order_id: int, symbol: str, side: str, price: int) -> Order:
-    order = orders[order_id] if 0 < order_id < len(orders) else None
+def _live_order(orders: dict[int, Order], order_id: int, symbol: str, side: str, price: int) -> Order:
+    order = orders.get(order_id)
     if order is None or not order.live or order.symbol != symbol or order.side != side or order.price != price:
         raise BadState(f"order {order_id} cannot rest at {symbol} {side} {price}")
     return order
 
 
 def state_hash(engine: Engine) -> str:
-    """A digest of everything in `engine` that replay must reproduce: books in queue order, orders, each
+    """A digest of everything in `engine` that replay must reproduce: books in queue order, live orders, each
     account's open orders, the idempotency table, counters and the last stamps."""
     h = hashlib.blake2b(digest_size=16)
     enc = msgspec.msgpack.Encoder()
@@ -129,7 +151,7 @@ def state_hash(engine: Engine) -> str:
             for level in side.sorted_levels():
                 h.update(enc.encode([level.price, level.qty, level.count,
                                      [o.order_id for o in level.live_orders()]]))
-    for order in engine.orders[1:]:
+    for order in live_orders(engine):
         h.update(enc.encode(order))
     for account in sorted(a for a, open_ in engine.open_orders.items() if open_):
         h.update(enc.encode([account, sorted(engine.open_orders[account])]))

@@ -41,6 +41,10 @@ class Reason:
     SELF_TRADE: Final = "self_trade_prevented"
     UNKNOWN_ORDER: Final = "unknown_order"
     NOT_OPEN: Final = "not_open"
+    NOT_LIVE: Final = "not_live"
+    """The engine's answer to a cancel or amend of an id it gave out that is not one of the account's live
+    orders: finished, or another account's. Never on the wire: the exchange service reads SQLite and
+    answers NOT_OPEN (with the order's final state) or UNKNOWN_ORDER."""
     NOTHING_TO_AMEND: Final = "nothing_to_amend"
     QTY_BELOW_FILLED: Final = "qty_not_above_filled"
     DUPLICATE_MISMATCH: Final = "duplicate_client_order_id"
@@ -52,6 +56,8 @@ class Reason:
     TOO_MANY_LEVELS: Final = "too_many_levels"
     TOO_MANY_OPEN_ORDERS: Final = "too_many_open_orders"
     OUTSIDE_PRICE_BAND: Final = "outside_price_band"
+    HISTORY_UNAVAILABLE: Final = "history_unavailable"
+    """Not the engine's: a refusal of an order no longer live, while SQLite cannot say whose it was."""
 
 
 # ---------------------------------------------------------------- commands (what the log holds)

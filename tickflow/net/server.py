@@ -130,6 +130,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help=f"open orders one account may have (default {MAX_OPEN_ORDERS}; 0: no limit): a limit order "
                         "that could rest past it is rejected (too_many_open_orders). Logged, so a replay keeps "
                         "the limit that was in force")
+    p.add_argument("--price-band", type=_whole_number, default=0, metavar="BPS",
+                   help="how far a limit price may be from its symbol's last trade, in basis points (100 = 1%%; "
+                        "default 0: no band): an order past it is rejected (outside_price_band). Logged like "
+                        "--max-open-orders")
     p.add_argument("--max-order-rate", type=_whole_number, default=MAX_ORDER_RATE, metavar="N",
                    help=f"new orders, amends and quotes a second one account may send, as many at once at most "
                         f"(default {MAX_ORDER_RATE}; 0: no limit); past it: 429 with Retry-After, nothing logged. "
@@ -337,7 +341,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
     listen(sockets, f"{args.host}:{args.port}")
     for symbol in symbols:
         await service.add_symbol(symbol)
-    await service.set_rules(args.max_open_orders)
+    await service.set_rules(args.max_open_orders, args.price_band)
 
     gateway = Gateway(service, accounts, body_timeout=args.body_timeout, max_websockets=args.max_websockets,
                       room=Room(args.max_anonymous_websockets, args.max_websockets_per_account),

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from tickflow.core.engine import Engine
-from tickflow.core.types import Outcome, Record, Trade
+from tickflow.core.orders import finished, state_of
+from tickflow.core.types import OrderState, Outcome, Record, Trade
 from tickflow.store.log.codec import DecodeErrors, decode_joined, decode_record
 from tickflow.core.snapshot import BadState, restore
 from tickflow.store import snapshots
@@ -39,6 +40,8 @@ class Recovery:
     """The seq of the snapshot the engine started from (0: none, the whole log was replayed)."""
     passed_over: tuple[str, ...] = ()
     """Why each newer snapshot was not used (torn, damaged, or SQLite behind it)."""
+    closed: list[OrderState] = field(default_factory=list, repr=False)
+    """The final states of the orders closed by records after `recover`'s `keep_closed_after_seq`."""
 
     def __str__(self) -> str:
         start = f"from the snapshot at seq {self.snapshot_seq}, " if self.snapshot_seq else ""
@@ -46,11 +49,13 @@ class Recovery:
         return f"{text}; {self.cut}" if self.cut else text
 
 
-def recover_directory(data: Path, *, keep_trades_after: int | None = None, ops: FileOps | None = None,
+def recover_directory(data: Path, *, keep_trades_after: int | None = None,
+                      keep_closed_after_seq: int | None = None, ops: FileOps | None = None,
                       segment_bytes: int = SEGMENT_BYTES) -> tuple[SegmentedLog, Engine, Recovery]:
     """The log of `data` opened for appending (in its last segment), and the engine it holds: from the
-    newest snapshot that verifies (and whose trades SQLite already holds: `keep_trades_after` is the
-    highest trade id it has whole), then the records after it, segment by segment; else from the whole log.
+    newest snapshot that verifies (and whose trades and finished orders SQLite already holds:
+    `keep_trades_after` is the highest trade id it has whole, `keep_closed_after_seq` the seq up to which
+    it has every finished order), then the records after it, segment by segment; else from the whole log.
 
     Raises NewerSnapshot for a snapshot this tickflow cannot read, CorruptLog for a log shorter than a
     usable snapshot says (the snapshot is ahead of the log), a corrupt record or a missing segment,
@@ -76,27 +81,35 @@ def recover_directory(data: Path, *, keep_trades_after: int | None = None, ops: 
             passed_over.append(why)
             log.warning("passing over a snapshot: %s", why)
             continue
+        if keep_closed_after_seq is not None and keep_closed_after_seq < snapshot.seq:
+            why = (f"{path.name}: SQLite holds the orders finished up to seq {keep_closed_after_seq}, the snapshot "
+                   f"is at {snapshot.seq}: replaying from further back to re-derive them")
+            passed_over.append(why)
+            log.warning("passing over a snapshot: %s", why)
+            continue
         wal = SegmentedLog.open(data, ops, after_seq=snapshot.seq, offset=snapshot.log_offset,
                                 segment_bytes=segment_bytes)
-        recovery = recover(wal, engine, keep_trades_after=keep_trades_after)
+        recovery = recover(wal, engine, keep_trades_after=keep_trades_after,
+                           keep_closed_after_seq=keep_closed_after_seq)
         return wal, engine, Recovery(recovery.records, recovery.last_seq, recovery.last_ts, recovery.cut,
                                      time.perf_counter() - started, recovery.trades, snapshot.first_ts,
-                                     snapshot.seq, tuple(passed_over))
+                                     snapshot.seq, tuple(passed_over), recovery.closed)
     wal = SegmentedLog.open(data, ops, segment_bytes=segment_bytes)
     engine = Engine()
-    recovery = recover(wal, engine, keep_trades_after=keep_trades_after)
+    recovery = recover(wal, engine, keep_trades_after=keep_trades_after, keep_closed_after_seq=keep_closed_after_seq)
     return wal, engine, Recovery(recovery.records, recovery.last_seq, recovery.last_ts, recovery.cut,
                                  time.perf_counter() - started, recovery.trades, recovery.first_ts, 0,
-                                 tuple(passed_over))
+                                 tuple(passed_over), recovery.closed)
 
 
 def recover(
     wal: Log, engine: Engine, on_outcome: Callable[[Outcome], None] | None = None, *,
-    keep_trades_after: int | None = None,
+    keep_trades_after: int | None = None, keep_closed_after_seq: int | None = None,
 ) -> Recovery:
     """Replay `wal` into `engine`. With `on_outcome`, it sees each command's whole answer; without,
     the engine replays quietly, building no answers. Either way the trades with ids above
-    `keep_trades_after` (to bring SQLite in line) come back in `Recovery.trades`.
+    `keep_trades_after` and the final states of the orders closed by records with seqs above
+    `keep_closed_after_seq` (to bring SQLite in line) come back in `Recovery.trades` and `.closed`.
 
     Raises CorruptLog for a record whose checksum holds but which is not a record, or whose sequence
     number does not follow the one before: acknowledged records may lie behind it, so nothing is cut.
@@ -107,24 +120,32 @@ def recover(
     collecting = gc.isenabled()
     gc.disable()
     try:
+        trades: list[Trade] = []
+        closed: list[OrderState] = []
         if on_outcome is not None:
-            trades: list[Trade] = []
-            if keep_trades_after is not None:
-                on_outcome = _keeping(on_outcome, keep_trades_after, trades)
+            if keep_trades_after is not None or keep_closed_after_seq is not None:
+                on_outcome = _keeping(on_outcome, keep_trades_after, keep_closed_after_seq, trades, closed)
             seq, ts, first_ts = _apply_all(wal, engine, on_outcome)
         else:
-            with engine.replaying(keep_trades_after) as trades:
+            with engine.replaying(keep_trades_after, keep_closed_after_seq) as kept:
                 seq, ts, first_ts = _apply_all(wal, engine, None)
+            trades = kept
+            closed = [state_of(order) for order in kept.closed]
     finally:
         if collecting:
             gc.enable()
-    return Recovery(wal.records, seq, ts, wal.cut, time.perf_counter() - started, trades, first_ts)
+    return Recovery(wal.records, seq, ts, wal.cut, time.perf_counter() - started, trades, first_ts, closed=closed)
 
 
-def _keeping(on_outcome: Callable[[Outcome], None], after: int, trades: list[Trade]) -> Callable[[Outcome], None]:
-    """`on_outcome`, also collecting into `trades` those of each outcome with ids above `after`."""
+def _keeping(on_outcome: Callable[[Outcome], None], trades_after: int | None, closed_after: int | None,
+             trades: list[Trade], closed: list[OrderState]) -> Callable[[Outcome], None]:
+    """`on_outcome`, also collecting into `trades` those of each outcome with ids above `trades_after`, and
+    into `closed` the orders finished by the outcomes with seqs above `closed_after`."""
     def seen(outcome: Outcome) -> None:
-        trades.extend(t for t in outcome.trades if t.trade_id > after)
+        if trades_after is not None:
+            trades.extend(t for t in outcome.trades if t.trade_id > trades_after)
+        if closed_after is not None and outcome.seq > closed_after:
+            closed.extend(finished(outcome))
         on_outcome(outcome)
     return seen
 

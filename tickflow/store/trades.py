@@ -1,8 +1,12 @@
-"""The SQLite trade store: every trade, paged in trade-id order, and OHLC/VWAP bars computed in SQL.
+"""The SQLite history store: every trade, paged in trade-id order, and OHLC/VWAP bars computed in SQL; and
+every finished order's final state (the engine keeps only live orders; `GET /orders/{id}` of a finished
+one reads it here).
 
-SQLite is a copy, not the source of truth: trades are re-derived from the log on replay, so inserts
-are idempotent on trade_id and `synchronous=NORMAL` is enough (a power cut can lose the last commits,
-which the next replay puts back).
+SQLite is a copy, not the source of truth: trades and finished orders are re-derived from the log on
+replay, so inserts are idempotent (on trade_id, order_id) and `synchronous=NORMAL` is enough (a power cut
+can lose the last commits, which the next replay puts back). Trades need no watermark (their ids run
+1, 2, 3, ...); finished orders have one, `orders_seq`: every order closed by a record up to it is here.
+It is written in the same transaction as the rows it covers.
 
 The SQL lives in module constants so the benchmark runs exactly these statements with stdlib sqlite3.
 """
@@ -18,7 +22,7 @@ from typing import Any, AsyncIterator, Final
 import aiosqlite
 import msgspec
 
-from tickflow.core.types import Trade
+from tickflow.core.types import OrderState, Trade
 
 CREATE_TABLE: Final = """
 CREATE TABLE IF NOT EXISTS trades (
@@ -128,6 +132,45 @@ FILLS_SQL: Final = {
 """(by symbol?, ASC or DESC) -> an account's fills with after < trade id < before."""
 FILL_KEYS: Final = ("tradeId", "symbol", "orderId", "side", "price", "qty", "liquidity", "seq", "ts")
 
+CREATE_ORDERS: Final = """
+CREATE TABLE IF NOT EXISTS orders (
+    order_id        INTEGER PRIMARY KEY,
+    client_order_id TEXT,
+    account         TEXT    NOT NULL,
+    symbol          TEXT    NOT NULL,
+    side            TEXT    NOT NULL,
+    type            TEXT    NOT NULL,
+    price           INTEGER NOT NULL,
+    qty             INTEGER NOT NULL,
+    tif             TEXT    NOT NULL,
+    post_only       INTEGER NOT NULL,
+    status          TEXT    NOT NULL,
+    filled_qty      INTEGER NOT NULL,
+    remaining_qty   INTEGER NOT NULL,
+    reason          TEXT,
+    seq             INTEGER NOT NULL,
+    ts              INTEGER NOT NULL
+)"""
+CREATE_WATERMARKS: Final = "CREATE TABLE IF NOT EXISTS watermarks (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)"
+_ORDER_COLUMNS: Final = ("order_id, client_order_id, account, symbol, side, type, price, qty, tif, post_only, "
+                         "status, filled_qty, remaining_qty, reason, seq, ts")
+# A finished order never changes again, so a second insert (a replay) writes the same row.
+INSERT_ORDERS_SQL: Final = f"INSERT OR REPLACE INTO orders ({_ORDER_COLUMNS}) VALUES ({', '.join('?' * 16)})"
+INSERT_ORDERS_JSON_SQL: Final = f"""
+INSERT OR REPLACE INTO orders ({_ORDER_COLUMNS})
+SELECT json_extract(value, '$.orderId'), json_extract(value, '$.clientOrderId'), json_extract(value, '$.account'),
+       json_extract(value, '$.symbol'), json_extract(value, '$.side'), json_extract(value, '$.type'),
+       json_extract(value, '$.price'), json_extract(value, '$.qty'), json_extract(value, '$.tif'),
+       json_extract(value, '$.postOnly'), json_extract(value, '$.status'), json_extract(value, '$.filledQty'),
+       json_extract(value, '$.remainingQty'), json_extract(value, '$.reason'), json_extract(value, '$.seq'),
+       json_extract(value, '$.ts')
+FROM json_each(?)"""
+ORDERS_SQL: Final = f"SELECT {_ORDER_COLUMNS} FROM orders WHERE order_id IN ({{marks}})"
+MAX_ORDERS_READ: Final = 256
+"""Ids per read of `orders` (a batch's ops at most)."""
+ORDERS_SEQ_SQL: Final = "SELECT COALESCE(MAX(seq), 0) FROM watermarks WHERE name = 'orders'"
+SET_ORDERS_SEQ_SQL: Final = "INSERT OR REPLACE INTO watermarks (name, seq) VALUES ('orders', ?)"
+
 COUNT_SQL: Final = "SELECT COUNT(*) FROM trades"
 MAX_TRADE_ID_SQL: Final = "SELECT COALESCE(MAX(trade_id), 0) FROM trades"
 
@@ -144,6 +187,11 @@ def _connect(path: str) -> aiosqlite.Connection:
     if thread is not None:
         thread.daemon = True
     return connection
+
+
+def order_row(o: OrderState) -> tuple[object, ...]:
+    return (o.order_id, o.client_order_id, o.account, o.symbol, o.side, o.type, o.price, o.qty, o.tif,
+            int(o.post_only), o.status, o.filled_qty, o.remaining_qty, o.reason, o.seq, o.ts)
 
 
 class TradeStore:
@@ -179,6 +227,8 @@ class TradeStore:
             # third of each insert's time. Its size is bounded by the pages one batch touches.
             await write.execute("PRAGMA temp_store=MEMORY")
             await write.execute(CREATE_TABLE)
+            await write.execute(CREATE_ORDERS)
+            await write.execute(CREATE_WATERMARKS)
             for sql in (*CREATE_INDEXES, *ACCOUNT_INDEXES):
                 await write.execute(sql)
             await write.commit()
@@ -221,15 +271,56 @@ class TradeStore:
             cursor = await db.execute("DELETE FROM trades WHERE trade_id > ?", (trade_id,))
         return cursor.rowcount
 
-    async def insert(self, trades: list[Trade]) -> None:
-        """Store `trades` in one transaction; trade ids already stored are skipped (replays insert again)."""
-        if not trades:
+    async def insert(self, trades: list[Trade], orders: list[OrderState] | None = None,
+                     orders_seq: int | None = None) -> None:
+        """Store `trades` and finished `orders` in one transaction, and with `orders_seq` say that every
+        order closed by a record up to that seq is stored. Trade ids already stored are skipped, orders
+        already stored written again (replays insert again)."""
+        if not trades and not orders and orders_seq is None:
             return
         async with self._writing() as db:
-            if self._json1:
-                await db.execute(INSERT_JSON_SQL, (msgspec.json.encode(trades),))
-            else:  # Trade's field order is the column order of INSERT_SQL.
-                await db.executemany(INSERT_SQL, [msgspec.structs.astuple(t) for t in trades])
+            if trades:
+                if self._json1:
+                    await db.execute(INSERT_JSON_SQL, (msgspec.json.encode(trades),))
+                else:  # Trade's field order is the column order of INSERT_SQL.
+                    await db.executemany(INSERT_SQL, [msgspec.structs.astuple(t) for t in trades])
+            if orders:
+                if self._json1:
+                    await db.execute(INSERT_ORDERS_JSON_SQL, (msgspec.json.encode(orders),))
+                else:
+                    await db.executemany(INSERT_ORDERS_SQL, [order_row(o) for o in orders])
+            if orders_seq is not None:
+                await db.execute(SET_ORDERS_SEQ_SQL, (orders_seq,))
+
+    async def orders_seq(self) -> int:
+        """Every order closed by a record up to this seq is stored (0: none known)."""
+        rows = await self._read.execute_fetchall(ORDERS_SEQ_SQL)
+        return int(next(iter(rows))[0])
+
+    async def order(self, order_id: int) -> OrderState | None:
+        """The final state of the finished order `order_id` (with no fills: a state, not an answer), or None."""
+        return (await self.orders([order_id])).get(order_id)
+
+    async def orders(self, order_ids: list[int]) -> dict[int, OrderState]:
+        """The final states of those of `order_ids` that are finished orders, by id, in one read."""
+        unique = sorted(set(order_ids))
+        found: dict[int, OrderState] = {}
+        for start in range(0, len(unique), MAX_ORDERS_READ):
+            chunk = unique[start:start + MAX_ORDERS_READ]
+            rows = await self._read.execute_fetchall(ORDERS_SQL.format(marks=", ".join("?" * len(chunk))), chunk)
+            for (order_id, coid, account, symbol, side, type_, price, qty, tif, post_only, status, filled,
+                 remaining, reason, seq, ts) in rows:
+                found[order_id] = OrderState(order_id, coid, account, symbol, side, type_, price, qty, tif,
+                                             bool(post_only), status, filled, remaining, [], reason, seq, ts)
+        return found
+
+    async def delete_orders_after(self, seq: int) -> int:
+        """Remove the orders closed by records after `seq` (the log, which is the truth, ends there), and
+        lower the watermark to it; how many were removed."""
+        async with self._writing() as db:
+            cursor = await db.execute("DELETE FROM orders WHERE seq > ?", (seq,))
+            await db.execute(SET_ORDERS_SEQ_SQL, (seq,))
+        return cursor.rowcount
 
     async def trades(self, symbol: str | None, after: int, limit: int, *, before: int | None = None,
                      newest_first: bool = False) -> list[dict[str, Any]]:

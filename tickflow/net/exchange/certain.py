@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tickflow.core.engine import Engine
-from tickflow.core.orders import state_of
 from tickflow.core.types import Amend, Cancel, CancelAll, Command, NewOrder, Outcome, Reason
 
 
@@ -34,21 +33,19 @@ def nothing_to_cancel(engine: Engine, command: CancelAll, queued: Iterable[Comma
 def certain_refusal(engine: Engine, command: Cancel | Amend, durable_seq: int, in_flight: int = 0) -> Outcome | None:
     """The refusal of a cancel or amend that no command still in flight could change, or None.
 
-    Ids are handed out in order and a closed order never reopens, so a cancel or amend of an id
-    already given out to another account, or of an order no longer open, is refused however the
-    commands ahead of it turn out, once that order's last change (up to `durable_seq`) is
-    durable; so is an id that not even the `in_flight` commands still to be applied could be
-    given. The sequencer answers those without a log record; seq 0 says none was written."""
+    Ids are handed out in order and a closed order never reopens. An id that not even the `in_flight`
+    commands still to be applied could be given is certainly unknown. An id given out that is not one
+    of the account's live orders is finished or another account's (Reason.NOT_LIVE, which the exchange
+    service turns into not_open or unknown_order from SQLite), but only once everything applied is
+    durable (`durable_seq` is the engine's last seq): a close not yet durable could be undone by a
+    power cut. The sequencer answers those without a log record; seq 0 says none was written."""
     order_id = command.order_id
-    if order_id <= 0 or order_id >= len(engine.orders) + in_flight:
+    next_id = engine.next_order_id
+    if order_id <= 0 or order_id >= next_id + in_flight:
         return Outcome(0, None, Reason.UNKNOWN_ORDER, [], [], [])
-    if order_id >= len(engine.orders):
-        return None  # an id the orders in flight may still be given
-    order = engine.orders[order_id]
-    if order is None or order.seq > durable_seq:
+    if order_id >= next_id or durable_seq != engine.last_seq:
+        return None  # an id the orders in flight may still be given, or a close that is not yet durable
+    open_ = engine.open_orders.get(command.account)
+    if open_ and order_id in open_:
         return None
-    if order.account != command.account:
-        return Outcome(0, None, Reason.UNKNOWN_ORDER, [], [], [])
-    if not order.live:
-        return Outcome(0, state_of(order), Reason.NOT_OPEN, [], [], [])
-    return None
+    return Outcome(0, None, Reason.NOT_LIVE, [], [], [])

@@ -17,7 +17,7 @@ from typing import Any
 from tickflow.core.book import Order
 from tickflow.core.engine import Engine
 from tickflow.core.orders import state_of
-from tickflow.core.types import AddSymbol, Command, OrderState, Outcome, Rules, Side
+from tickflow.core.types import AddSymbol, Amend, Cancel, Command, OrderState, Outcome, Reason, Rules, Side
 from tickflow.net.exchange.fanout import Feed, Subscriber
 from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped
 from tickflow.net.exchange.stats import Stats
@@ -89,22 +89,50 @@ class ExchangeService:
     async def submit(self, command: Command) -> Outcome:
         """Sequence `command`; its outcome once durable. Raises SequencerStopped (not taking commands)
         or BadCommand (it cannot be logged as given)."""
-        return await self._sequencer.submit(command)
+        outcome = await self._sequencer.submit(command)
+        if outcome.error == Reason.NOT_LIVE:
+            return (await self._not_live([(command, outcome)]))[0]  # type: ignore[list-item]
+        return outcome
 
     async def submit_many(self, commands: list[Command]) -> list[Outcome | Exception]:
         """Sequence `commands` one after another, with no other command between them: each one's outcome, or
         the BadCommand or SequencerStopped it met, in order. Raises SequencerStopped when none was taken."""
-        return await self._sequencer.submit_many(commands)
+        results = await self._sequencer.submit_many(commands)
+        refused = [i for i, r in enumerate(results) if isinstance(r, Outcome) and r.error == Reason.NOT_LIVE]
+        if refused:
+            told = await self._not_live([(commands[i], results[i]) for i in refused])  # type: ignore[misc]
+            for i, outcome in zip(refused, told):
+                results[i] = outcome
+        return results
+
+    async def _not_live(self, refused: list[tuple[Cancel | Amend, Outcome]]) -> list[Outcome]:
+        """The engine's NOT_LIVE (an id it gave out, not one of the account's live orders) as the wire promises
+        it: not_open with the final state of the account's own finished order, unknown_order for another
+        account's. Every close up to the refusal has been published to the trade writer already (a logged
+        refusal is durable, so is every batch before it; one without a record was answered only when
+        everything applied was durable), so the writer knows every such order: one read for a batch's."""
+        try:
+            states = await self._trade_writer.finished_orders([c.order_id for c, _ in refused])
+        except TimeoutError:  # SQLite is behind for the rest of this run: which it is, nobody can say
+            return [Outcome(outcome.seq, None, Reason.HISTORY_UNAVAILABLE, [], [], []) for _, outcome in refused]
+        told = []
+        for command, outcome in refused:
+            state = states.get(command.order_id)
+            if state is None or state.account != command.account:
+                told.append(Outcome(outcome.seq, None, Reason.UNKNOWN_ORDER, [], [], []))
+            else:
+                told.append(Outcome(outcome.seq, state, Reason.NOT_OPEN, [], [], []))
+        return told
 
     @property
     def order_symbols(self) -> Collection[str]:
         """The books that take orders now (a symbol is listed here as soon as it is sequenced)."""
         return self._engine.books.keys()
 
-    async def set_rules(self, max_open_orders: int) -> None:
+    async def set_rules(self, max_open_orders: int, price_band: int = 0) -> None:
         """Log the limits the engine enforces, unless they are in force already (a replay keeps them)."""
-        if self._engine.max_open_orders != max_open_orders:
-            await self._sequencer.submit(Rules(max_open_orders))
+        if (self._engine.max_open_orders, self._engine.price_band) != (max_open_orders, price_band):
+            await self._sequencer.submit(Rules(max_open_orders, price_band))
 
     @property
     def max_open_orders(self) -> int:
@@ -120,11 +148,19 @@ class ExchangeService:
     # ------------------------------------------------------------------ durable reads
 
     async def order_state(self, account: str, order_id: int) -> OrderState | None:
-        """`account`'s order as durable state has it; None for an order that is not the account's."""
+        """`account`'s order as durable state has it: a live one from the engine, a finished one from history
+        (the trade writer's memory until its commit, then SQLite); None for an order that is not the
+        account's."""
         seq = self._engine.last_seq
         state = self._engine.order_state(account, order_id)
-        await self._durable(seq)
-        return state
+        await self._durable(seq)  # and so published: the trade writer knows every order closed up to seq
+        if state is not None or not 0 < order_id < self._engine.next_order_id:
+            return state
+        try:
+            state = (await self._trade_writer.finished_orders([order_id])).get(order_id)
+        except TimeoutError as e:
+            raise Unavailable(f"the order is not live, and SQLite does not hold finished orders now: {e}") from None
+        return state if state is not None and state.account == account else None
 
     async def open_orders(self, account: str, symbol: str | None = None, side: Side | None = None,
                           after: int = 0, limit: int | None = None) -> list[OrderState]:

@@ -72,7 +72,7 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
 
     feed = Feed(max(1, ws_buffer))
     for symbol in engine.books:
-        bids, asks = engine.depth(symbol)
+        bids, asks = engine.books[symbol].bids.sorted_levels(), engine.books[symbol].asks.sorted_levels()
         book = engine.books[symbol]
         feed.load(symbol, book.seq, [book.change(level) for level in bids],
                   [book.change(level) for level in asks], await store.recent(symbol, RECENT_TRADES))
@@ -121,8 +121,11 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes:
         log.warning("the trade store has gaps (%d trades, highest id %d): re-inserting every trade from the log",
                     stored_count, stored)
     after = stored if stored_whole else 0
+    # Every order closed by a record up to this seq is in SQLite; those closed after it are re-derived.
+    orders_seq = await store.orders_seq()
     try:
-        wal, engine, recovery = recover_directory(data, keep_trades_after=after, segment_bytes=segment_bytes)
+        wal, engine, recovery = recover_directory(data, keep_trades_after=after, keep_closed_after_seq=orders_seq,
+                                                  segment_bytes=segment_bytes)
     except (CorruptLog, SnapshotError) as e:
         raise StartupError(str(e)) from None
     except LogError as e:  # e.g. no space for a new log's header
@@ -142,12 +145,23 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes:
         removed = await store.delete_after(last_trade)
         log.warning("removed %d trades from SQLite that the log does not hold (it ends at trade %d)",
                     removed, last_trade)
+    if orders_seq > engine.last_seq:  # likewise for finished orders (and the ids a cut log will give again)
+        removed = await store.delete_orders_after(engine.last_seq)
+        log.warning("removed %d finished orders from SQLite that the log does not hold (it ends at seq %d)",
+                    removed, engine.last_seq)
     missing = recovery.trades
     if missing:
         before = await store.count()
         for start in range(0, len(missing), CATCH_UP_CHUNK):
             await store.insert(missing[start:start + CATCH_UP_CHUNK])
         log.warning("brought SQLite in line with the log: %d trades inserted", await store.count() - before)
+    closed = recovery.closed
+    for start in range(0, len(closed), CATCH_UP_CHUNK):
+        await store.insert([], closed[start:start + CATCH_UP_CHUNK])
+    if orders_seq != engine.last_seq:  # after the rows it covers, so a crash here only repeats the work
+        await store.insert([], None, engine.last_seq)
+        if closed:
+            log.warning("brought SQLite in line with the log: %d finished orders", len(closed))
     return wal, engine, recovery
 
 

@@ -1,4 +1,6 @@
-"""Copies durable trades into SQLite in batches, off the sequencer's path.
+"""Copies durable trades, and the final states of the orders they finished, into SQLite in batches, off the
+sequencer's path. Each commit also moves SQLite's orders watermark (store/trades.py) to the seq it covers,
+so a start knows from which record on to re-derive finished orders.
 
 Trades wait up to LINGER seconds to share a transaction, unless a reader (GET /trades, /bars, /fills)
 is waiting for them, so no answer waits for the linger: each commit is two hand-offs to the SQLite
@@ -21,7 +23,10 @@ import asyncio
 import logging
 import os
 
-from tickflow.core.types import Outcome, Trade
+import msgspec
+
+from tickflow.core.orders import finished
+from tickflow.core.types import OrderState, Outcome, Trade
 from tickflow.net.exchange.waits import SeqGate
 from tickflow.store.trades import TradeStore
 
@@ -50,9 +55,12 @@ class TradeWriter:
         self.behind: str | None = None
         """Set once the writer has stopped copying trades for this run (the next start catches up)."""
         self.pending: list[Trade] = []
+        self.pending_orders: list[OrderState] = []
+        self.unflushed: dict[int, OrderState] = {}
+        """The finished orders published and not yet committed, by id (`finished_orders` reads them here)."""
         self.pending_seq = flushed_seq
         self.flushed = SeqGate(flushed_seq)
-        """Every trade made by a command up to its seq is in SQLite."""
+        """Every trade made, and every order finished, by a command up to its seq is in SQLite."""
         self.wake = asyncio.Event()
         self.urgent = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -67,6 +75,11 @@ class TradeWriter:
         for outcome in outcomes:
             if outcome.trades:
                 self.pending.extend(outcome.trades)
+            done = finished(outcome)
+            if done:
+                self.pending_orders.extend(done)
+                for state in done:
+                    self.unflushed[state.order_id] = state
         if outcomes:
             self.pending_seq = outcomes[-1].seq
         self.wake.set()
@@ -74,6 +87,22 @@ class TradeWriter:
     @property
     def flushed_seq(self) -> int:
         return self.flushed.seq
+
+    async def finished_orders(self, order_ids: list[int]) -> dict[int, OrderState]:
+        """The final states of those of `order_ids` that a published (durable) batch finished, by id: from
+        memory while their commit is pending, else from SQLite. No waiting: a state leaves memory only once
+        SQLite holds it, so an order missing from both was not finished by any batch published so far.
+        TimeoutError once the writer has left the rest of this run to the log (`behind`): an order missing
+        then may be one SQLite never got."""
+        unflushed = self.unflushed
+        # A state, not an answer: without the fills of the command that finished it (as SQLite keeps it).
+        found = {i: msgspec.structs.replace(unflushed[i], fills=[]) for i in order_ids if i in unflushed}
+        rest = [i for i in order_ids if i not in found]
+        if rest:
+            found.update(await self.store.orders(rest))
+            if self.behind is not None and len(found) < len(order_ids):
+                raise TimeoutError(self.behind)
+        return found
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name="trade-writer")
@@ -100,10 +129,17 @@ class TradeWriter:
             if self.behind is None and (self.pending or self.flushed_seq < self.pending_seq):
                 # Trades that come in during the insert are appended after the chunk: it stays at the front.
                 batch = self.pending[:self.max_chunk]
-                if batch and not await self._insert(batch):
+                # A command's trades may straddle two chunks: a chunk covers up to the seq before the next
+                # trade's, and takes the orders finished up to there (published in seq order).
+                upto = self.pending[len(batch)].seq - 1 if len(self.pending) > len(batch) else self.pending_seq
+                taken = 0
+                while taken < len(self.pending_orders) and self.pending_orders[taken].seq <= upto:
+                    taken += 1
+                orders = self.pending_orders[:taken]
+                if not await self._insert(batch, orders, upto):
                     if self.stopping:  # the log still holds them: the next start inserts them
                         return
-                    if len(self.pending) > self.max_buffered:
+                    if len(self.pending) + len(self.pending_orders) > self.max_buffered:
                         self._give_up()
                         continue
                     self.wake.set()  # in order, and not flushed: readers wait for them
@@ -111,8 +147,10 @@ class TradeWriter:
                     self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY)
                     continue
                 del self.pending[:len(batch)]
-                # A command's trades may straddle two chunks: flushed up to the seq before the next trade's.
-                self.flushed.advance(self.pending[0].seq - 1 if self.pending else self.pending_seq)
+                del self.pending_orders[:taken]
+                for state in orders:  # only now: a reader that misses them here finds them in SQLite
+                    self.unflushed.pop(state.order_id, None)
+                self.flushed.advance(upto)
             if self.behind is None and (self.pending or self.flushed_seq < self.pending_seq):
                 self.wake.set()  # more came in during the insert: they get their own turn
             elif self.stopping:
@@ -124,13 +162,16 @@ class TradeWriter:
         log.error("%s (the trades from seq %d on)", self.behind, self.flushed_seq + 1)
         self.error = self.behind
         self.pending = []
+        self.pending_orders = []
+        self.unflushed.clear()  # bounded memory: finished_orders says it cannot tell any more
 
-    async def _insert(self, batch: list[Trade]) -> bool:
+    async def _insert(self, batch: list[Trade], orders: list[OrderState], seq: int) -> bool:
         try:
-            await self.store.insert(batch)
+            await self.store.insert(batch, orders, seq)
         except Exception as e:
             if self.error is None:
-                log.exception("writing %d trades to SQLite failed; retrying (the log holds them)", len(batch))
+                log.exception("writing %d trades and %d finished orders to SQLite failed; retrying (the log "
+                              "holds them)", len(batch), len(orders))
             self.error = f"writing trades to SQLite failed: {e}"
             return False
         if self.error is not None and self.behind is None:

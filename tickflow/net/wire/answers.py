@@ -27,6 +27,10 @@ ERRORS: dict[str, tuple[int, str, str | None]] = {
     Reason.CROSSED_QUOTE: (400, "the quote's best bid is at or above its best ask", "bids"),
     Reason.REPEATED_PRICE: (400, "a price is given twice on one side of the quote", None),
     Reason.TOO_MANY_LEVELS: (400, f"a side of a quote holds at most {MAX_QUOTE_LEVELS} levels", None),
+    Reason.HISTORY_UNAVAILABLE: (503, "the order is not live, and SQLite, which keeps finished orders, is behind "
+                                      "until the server restarts: try again after", "orderId"),
+    Reason.OUTSIDE_PRICE_BAND: (409, "the price is outside the band around the symbol's last trade "
+                                     "(--price-band)", "price"),
     Reason.TOO_MANY_OPEN_ORDERS: (409, "the quote would leave the account with more open orders than the "
                                        "server's limit (--max-open-orders): cancel some first", None),
 }

@@ -339,9 +339,9 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         log.warning("stopped during start-up, before listening")
         return 0
     listen(sockets, f"{args.host}:{args.port}")
+    await service.set_rules(args.max_open_orders, args.price_band)  # in force before the first book opens
     for symbol in symbols:
         await service.add_symbol(symbol)
-    await service.set_rules(args.max_open_orders, args.price_band)
 
     gateway = Gateway(service, accounts, body_timeout=args.body_timeout, max_websockets=args.max_websockets,
                       room=Room(args.max_anonymous_websockets, args.max_websockets_per_account),

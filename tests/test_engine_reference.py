@@ -62,6 +62,8 @@ class Twin:
     def _account(self, command: Command, out: Outcome) -> None:
         if type(command) is Quote and out.error is None:
             for state in out.quoted or ():
+                if state.status == "rejected":  # a level the quote's own trades moved out of the price band
+                    continue
                 self.placed[state.order_id] = state.qty
                 self.owner[state.order_id] = state.account
             for t in out.trades:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import OrderedDict
 
 import msgspec
 
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 LINGER = 0.1
 FIRST_RETRY_DELAY = 0.1
 MAX_RETRY_DELAY = 5.0
+RECENT_ORDERS = 100_000
+"""Finished orders kept in memory once SQLite holds them too (a few hundred bytes each)."""
 MAX_CHUNK = 10_000
 """Trades in one transaction at most."""
 MAX_BUFFERED = int(os.environ.get("TICKFLOW_MAX_TRADES_BUFFERED") or 200_000)
@@ -57,6 +60,9 @@ class TradeWriter:
         self.pending: list[Trade] = []
         self.pending_orders: list[OrderState] = []
         self.unflushed: dict[int, OrderState] = {}
+        self.recent: OrderedDict[int, OrderState] = OrderedDict()
+        """The last RECENT_ORDERS finished orders SQLite holds, oldest first: a cancel of an order that has
+        just filled (the usual stale cancel) is answered from memory, not by a read on SQLite's thread."""
         """The finished orders published and not yet committed, by id (`finished_orders` reads them here)."""
         self.pending_seq = flushed_seq
         self.flushed = SeqGate(flushed_seq)
@@ -94,9 +100,13 @@ class TradeWriter:
         SQLite holds it, so an order missing from both was not finished by any batch published so far.
         TimeoutError once the writer has left the rest of this run to the log (`behind`): an order missing
         then may be one SQLite never got."""
-        unflushed = self.unflushed
-        # A state, not an answer: without the fills of the command that finished it (as SQLite keeps it).
-        found = {i: msgspec.structs.replace(unflushed[i], fills=[]) for i in order_ids if i in unflushed}
+        unflushed, recent = self.unflushed, self.recent
+        found: dict[int, OrderState] = {}
+        for i in order_ids:
+            state = unflushed.get(i) or recent.get(i)
+            if state is not None:
+                # A state, not an answer: without the fills of the command that finished it (as SQLite keeps it).
+                found[i] = msgspec.structs.replace(state, fills=[]) if state.fills else state
         rest = [i for i in order_ids if i not in found]
         if rest:
             found.update(await self.store.orders(rest))
@@ -148,8 +158,11 @@ class TradeWriter:
                     continue
                 del self.pending[:len(batch)]
                 del self.pending_orders[:taken]
+                recent = self.recent
                 for state in orders:  # only now: a reader that misses them here finds them in SQLite
-                    self.unflushed.pop(state.order_id, None)
+                    recent[state.order_id] = self.unflushed.pop(state.order_id, state)
+                while len(recent) > RECENT_ORDERS:
+                    recent.popitem(last=False)
                 self.flushed.advance(upto)
             if self.behind is None and (self.pending or self.flushed_seq < self.pending_seq):
                 self.wake.set()  # more came in during the insert: they get their own turn
@@ -164,6 +177,7 @@ class TradeWriter:
         self.pending = []
         self.pending_orders = []
         self.unflushed.clear()  # bounded memory: finished_orders says it cannot tell any more
+        self.recent.clear()
 
     async def _insert(self, batch: list[Trade], orders: list[OrderState], seq: int) -> bool:
         try:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any
 
 from aiohttp import web
 
-from typing import Any
-
-from tickflow.core.types import Command, Outcome, Reason
+from tickflow.core.types import Command, Reason
 from tickflow.net.exchange.service import BadCommand, ExchangeService, SequencerStopped
 from tickflow.net.gateway import inputs
 from tickflow.net.gateway.context import GATEWAY
@@ -19,51 +17,47 @@ from tickflow.net.wire.errors import BadRequest, brief, cut
 from tickflow.net.wire.limits import MAX_ORDERS_PAGE
 
 
-async def execute(service: ExchangeService, command: Command,
-                  answer: Callable[[Outcome], tuple[int, bytes]] = answers.answer) -> tuple[int, bytes]:
+async def execute(service: ExchangeService, command: Command) -> tuple[int, bytes]:
     """Sequence a command: the status and JSON body that HTTP and WebSocket order entry both answer."""
     try:
-        return answer(await service.submit(command))
-    except SequencerStopped as e:
+        return answers.answer_of(command, await service.submit(command))
+    except (SequencerStopped, BadCommand) as e:
+        return _not_taken(e)
+
+
+def _not_taken(e: SequencerStopped | BadCommand) -> tuple[int, bytes]:
+    """The answer to a command the sequencer did not take."""
+    if isinstance(e, SequencerStopped):
         return 503, encode({"error": f"not accepting orders: {e}"})
-    except BadCommand as e:  # validation should have caught it; still the caller's input, never logged
-        return 400, encode({"error": str(e)})
+    return 400, encode({"error": str(e)})  # BadCommand: validation should have caught it; never logged
 
 
-async def execute_batch(service: ExchangeService, account: str, ops: list[dict[str, Any]] | list[Command]
-                        ) -> list[tuple[int, bytes]]:
-    """A batch's ops (checked by batches.batch_ops; or, from batches.fast_batch, its commands), each validated
-    on its own and the valid ones sequenced one after another: each op's status and body, in order, as it
-    would have been answered alone."""
+async def execute_batch(service: ExchangeService, account: str, ops: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
+    """A batch's ops (checked by batches.batch_ops), each validated on its own and the valid ones sequenced
+    one after another: each op's status and body, in order, as it would have been answered alone."""
     answered: list[tuple[int, bytes] | None] = []
     commands: list[Command] = []
     for op in ops:
-        if not isinstance(op, dict):
-            commands.append(op)
-            answered.append(None)
-            continue
         try:
             commands.append(batches.batch_command(account, op, service.order_symbols))
             answered.append(None)
         except BadRequest as e:
             answered.append((e.status, encode(e.body())))
+    done = iter(await execute_commands(service, commands))
+    return [next(done) if answer is None else answer for answer in answered]
+
+
+async def execute_commands(service: ExchangeService, commands: list[Command]) -> list[tuple[int, bytes]]:
+    """Sequence `commands` one after another (ServiceExchange.submit_many): each one's status and body."""
+    if not commands:
+        return []
     try:
-        outcomes = await service.submit_many(commands) if commands else []
+        outcomes = await service.submit_many(commands)
     except SequencerStopped as e:
-        outcomes = [e] * len(commands)
-    done = iter(zip(commands, outcomes))
-    results = []
-    for answer in answered:
-        if answer is None:
-            command, outcome = next(done)
-            if isinstance(outcome, SequencerStopped):
-                answer = 503, encode({"error": f"not accepting orders: {outcome}"})
-            elif isinstance(outcome, Exception):  # BadCommand: validation should have caught it; never logged
-                answer = 400, encode({"error": str(outcome)})
-            else:
-                answer = answers.answer_of(command, outcome)
-        results.append(answer)
-    return results
+        return [_not_taken(e)] * len(commands)
+    return [_not_taken(outcome) if isinstance(outcome, (SequencerStopped, BadCommand))
+            else answers.answer_of(command, outcome)  # type: ignore[arg-type]
+            for command, outcome in zip(commands, outcomes)]
 
 
 async def post_batch(request: web.Request) -> web.Response:
@@ -86,10 +80,9 @@ async def put_quote(request: web.Request) -> web.Response:
     """PUT /quotes/{symbol} {"bids": [[price, qty], ...], "asks": [...]}: replace the caller's quote there."""
     service = request.app[GATEWAY].service
     account = inputs.account(request)
-    symbol = request.match_info["symbol"]
-    command = batches.quote(account, symbol, await inputs.body(request), service.order_symbols)
+    command = batches.quote(account, request.match_info["symbol"], await inputs.body(request), service.order_symbols)
     request.app[GATEWAY].order_rate.take(account)
-    status, body = await execute(service, command, lambda outcome: answers.answer_quote(symbol, outcome))
+    status, body = await execute(service, command)
     return json_response(body, status)
 
 
@@ -120,7 +113,7 @@ async def cancel_orders(request: web.Request) -> web.Response:
         name = next(k for k in query if len(query.getall(k)) > 1)
         raise BadRequest(f"{brief(name)} is given more than once", cut(name))
     command = requests.cancel_all(account, dict(query), service.order_symbols, "query parameters")
-    status, body = await execute(service, command, answers.answer_cancel_all)
+    status, body = await execute(service, command)
     return json_response(body, status)
 
 

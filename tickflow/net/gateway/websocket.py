@@ -4,19 +4,18 @@ the writer that drains its subscriber's buffers into the socket."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Coroutine
 
 import msgspec
 from aiohttp import WSMsgType, web
 
-from tickflow.core.types import CancelAll, Command, Outcome, Quote
+from tickflow.core.types import CancelAll
 from tickflow.net.exchange.service import Subscriber
 from tickflow.net.gateway import inputs
 from tickflow.net.gateway.context import GATEWAY, Gateway
-from tickflow.net.gateway.orders import execute, execute_batch
+from tickflow.net.gateway.orders import execute, execute_batch, execute_commands
 from tickflow.net.gateway.responses import error
 from tickflow.net.gateway.security import origin_allowed
 from tickflow.net.wire import answers, batches, requests
@@ -249,7 +248,7 @@ class _WsSession:
         task.add_done_callback(self.ex.chores.discard)
 
     async def _cancel_all_of(self, account: str) -> None:
-        status, body = await execute(self.ex.service, CancelAll(account), answers.answer_cancel_all)
+        status, body = await execute(self.ex.service, CancelAll(account))
         if status != 200:  # nobody waits for this answer: the operator is told instead
             log.error("cancel on disconnect of %s was not carried out (%d): %s", account, status,
                       body.decode(errors="replace"))
@@ -330,17 +329,16 @@ class _WsSession:
             extra = _unknown(message, ())
             if extra is not None:
                 raise BadRequest(f"unknown field {brief(extra)} for batch: it takes id and ops", cut(extra))
-            if not self._may_send(request_id, len(ops)):
-                return
-            self.ex.order_rate.take(self.sub.account, batches.rated(ops))  # type: ignore[arg-type]
         except BadRequest as e:
             if self.sub.account is None:  # signed out is the first thing to say
                 self._may_send(request_id, 1)
             else:
                 self._result(request_id, e.status, encode(e.body()))
             return
-        self.in_flight += len(ops)
-        asyncio.ensure_future(self._submit_batch(request_id, self.sub.account, ops))  # type: ignore[arg-type]
+        if self._may_send(request_id, len(ops)):
+            account: str = self.sub.account  # type: ignore[assignment]
+            self._start_batch(request_id, len(ops), batches.rated(ops),
+                              execute_batch(self.ex.service, account, ops))
 
     def _fast_batch(self, raw: str) -> bool:
         """A well-formed batch of valid ops, decoded the fast way (batches.fast_batch); False, with nothing
@@ -350,16 +348,22 @@ class _WsSession:
         if decoded is None:
             return False
         request_id, commands, rated = decoded
-        if not self._may_send(request_id, len(commands)):
-            return True
-        try:
-            self.ex.order_rate.take(account, rated)
-        except BadRequest as e:
-            self._result(request_id, e.status, encode(e.body()))
-            return True
-        self.in_flight += len(commands)
-        asyncio.ensure_future(self._submit_batch(request_id, account, commands))
+        if self._may_send(request_id, len(commands)):
+            self._start_batch(request_id, len(commands), rated, execute_commands(self.ex.service, commands))
         return True
+
+    def _start_batch(self, request_id: str | int, count: int, rated: int,
+                     answering: Coroutine[Any, Any, list[tuple[int, bytes]]]) -> None:
+        """Take `count` ops of the connection's room in flight and `rated` of its account's order rate, and
+        send `answering`'s results when they come; a 429 over the rate, with nothing taken."""
+        try:
+            self.ex.order_rate.take(self.sub.account, rated)  # type: ignore[arg-type]
+        except BadRequest as e:
+            answering.close()
+            self._result(request_id, e.status, encode(e.body()))
+            return
+        self.in_flight += count
+        asyncio.ensure_future(self._submit_batch(request_id, count, answering))
 
     def _request_id(self, op: str, message: dict[str, Any]) -> str | int | None:
         """The request's `id` (taken out of `message`); None, with an error message, if it has none usable."""
@@ -392,12 +396,7 @@ class _WsSession:
 
     async def _submit(self, request_id: str | int, command: Any) -> None:
         try:
-            answer: Callable[[Outcome], tuple[int, bytes]]
-            if type(command) is Quote:
-                answer = functools.partial(answers.answer_quote, command.symbol)
-            else:
-                answer = answers.answer_cancel_all if type(command) is CancelAll else answers.answer
-            status, body = await execute(self.ex.service, command, answer)
+            status, body = await execute(self.ex.service, command)
         except Exception:
             log.exception("order entry over WebSocket failed")
             status, body = 500, encode({"error": "internal error"})
@@ -405,16 +404,16 @@ class _WsSession:
             self.in_flight -= 1
         self._result(request_id, status, body)
 
-    async def _submit_batch(self, request_id: str | int, account: str,
-                            ops: list[dict[str, Any]] | list[Command]) -> None:
+    async def _submit_batch(self, request_id: str | int, count: int,
+                            answering: Coroutine[Any, Any, list[tuple[int, bytes]]]) -> None:
         try:
-            results = await execute_batch(self.ex.service, account, ops)
+            results = await answering
         except Exception:
             log.exception("a batch over WebSocket failed")
             self._result(request_id, 500, encode({"error": "internal error"}))
             return
         finally:
-            self.in_flight -= len(ops)
+            self.in_flight -= count
         joined = answers.results(results)
         if len(joined) > MAX_WS_REPLY:
             self._result(request_id, 200, joined)  # replaced by the too-large answer, which says it was done

@@ -7,7 +7,8 @@ from typing import Any
 
 import msgspec
 
-from tickflow.core.types import MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, CancelAll, Command, OrderState, Outcome, Reason, Trade
+from tickflow.core.types import (MAX_PRICE, MAX_QTY, MAX_QUOTE_LEVELS, CancelAll, Command, OrderState, Outcome, Quote,
+                                  Reason, Trade)
 
 encode = msgspec.json.Encoder().encode
 """Any wire value -> UTF-8 JSON bytes."""
@@ -60,8 +61,12 @@ def answer_cancel_all(outcome: Outcome) -> tuple[int, bytes]:
 
 
 def answer_of(command: Command, outcome: Outcome) -> tuple[int, bytes]:
-    """The status and body of an order operation's outcome (a cancel-all's, or any other's)."""
-    return answer_cancel_all(outcome) if type(command) is CancelAll else answer(outcome)
+    """The status and body of a command's outcome: a cancel-all's, a quote's, or any other's."""
+    if type(command) is CancelAll:
+        return answer_cancel_all(outcome)
+    if isinstance(command, Quote):
+        return answer_quote(command.symbol, outcome)
+    return answer(outcome)
 
 
 def answer_quote(symbol: str, outcome: Outcome) -> tuple[int, bytes]:

@@ -73,6 +73,8 @@ class RefEngine:
     next_trade_id: int = 1
     max_open_orders: int = 0
     price_band: int = 0
+    idempotency_window: int = 0
+    """Milliseconds a clientOrderId is remembered (0: for ever)."""
     last: dict[str, int] = field(default_factory=dict)
     """Each symbol's last trade price."""
 
@@ -110,6 +112,8 @@ class RefEngine:
     # ------------------------------------------------------------------ commands
 
     def apply(self, seq: int, ts: int, cmd: Command) -> Outcome:
+        if not isinstance(cmd, Rules):  # a Rules record forgets under the window it sets
+            self.forget(ts)
         if isinstance(cmd, AddSymbol):
             if cmd.symbol in self.symbols:
                 return Outcome(seq, None, "symbol_exists", [], [], [])
@@ -128,8 +132,16 @@ class RefEngine:
         if isinstance(cmd, Rules):
             self.max_open_orders = cmd.max_open_orders
             self.price_band = cmd.price_band
+            self.idempotency_window = cmd.idempotency_window
+            self.forget(ts)
             return Outcome(seq, None, None, [], [], [])
         raise TypeError(cmd)
+
+    def forget(self, ts: int) -> None:
+        """Drop every clientOrderId whose window has passed at `ts`."""
+        if self.idempotency_window:
+            self.seen = {key: (cmd, first) for key, (cmd, first) in self.seen.items()
+                         if first.ts + self.idempotency_window > ts}
 
     def new_order(self, seq: int, ts: int, cmd: NewOrder) -> Outcome:
         if cmd.client_order_id is not None:

@@ -13,14 +13,25 @@ class ServerProcess(_ServerProcess):
 
     def __init__(self, data: Path, durability: str = "group", symbols: str = "ACME,GLOBEX",
                  extra: list[str] | None = None) -> None:
-        extra = list(extra or [])
-        if "--max-open-orders" not in extra:
-            # An open-order limit is logged as a record at the first start, which would move every seq and
-            # record count the tests expect of a fresh log: tests ask for one when it is what they test
-            # (tests/test_open_order_limit.py).
-            extra += ["--max-open-orders", "0"]
-        super().__init__(data, symbols=symbols.split(","), durability=durability, extra=extra)
+        super().__init__(data, symbols=symbols.split(","), durability=durability, extra=list(extra or []))
         self._offset = 0
+
+    @property
+    def extra(self) -> list[str]:
+        return self._extra
+
+    @extra.setter
+    def extra(self, flags: list[str]) -> None:
+        # An open-order limit and an idempotency window are logged as a record at the first start (and
+        # again when they change), which would move every seq and record count the tests expect of a fresh
+        # log: tests ask for them when they are what they test (tests/test_open_order_limit.py,
+        # tests/test_idempotency_window.py).
+        flags = list(flags)
+        if "--max-open-orders" not in flags:
+            flags += ["--max-open-orders", "0"]
+        if "--idempotency-window" not in flags:
+            flags += ["--idempotency-window", "0"]
+        self._extra = flags
 
     @property
     def ws_url(self) -> str:

@@ -103,6 +103,8 @@ class Twin:
         engine = self.driver.engine
         for account in ACCOUNTS:
             assert open_order_states(engine, account) == self.ref.open_orders(account)
+        # The clientOrderIds still remembered, oldest first (the order they are forgotten in).
+        assert list(engine.idempotency.items()) == [(key, first) for key, (_, first) in self.ref.seen.items()]
         resting = cancelled = traded = 0
         live = sum(len(open_) for open_ in engine.open_orders.values())
         assert live == sum(1 for order_id in self.placed if order_id not in self.final), "a finished order is kept"
@@ -194,8 +196,10 @@ def quotes(draw: st.DrawFn) -> Quote:
     return Quote(draw(accounts), draw(symbols), bids, asks)
 
 
-rules = st.builds(Rules, st.integers(0, 4), st.sampled_from([0, 0, 100, 300, 1000]))
-"""Open-order limits small enough to be reached, and price bands of 1-10% (0: none)."""
+rules = st.builds(Rules, st.integers(0, 4), st.sampled_from([0, 0, 100, 300, 1000]),
+                  st.sampled_from([0, 0, 3, 10, 40]))
+"""Open-order limits small enough to be reached, price bands of 1-10% (0: none), and idempotency windows
+of a few commands (each command is a millisecond later than the one before; 0: for ever)."""
 
 command_lists = st.lists(st.one_of(commands(), quotes(), rules), min_size=1, max_size=80)
 
@@ -253,6 +257,7 @@ class EngineAgainstReference(RuleBasedStateMachine):
         out = self.twin.step(command)
         assert out.error is None and self.twin.driver.engine.max_open_orders == command.max_open_orders
         assert self.twin.driver.engine.price_band == command.price_band
+        assert self.twin.driver.engine.idempotency.window == command.idempotency_window
 
     @rule(command=cancel_alls())
     def cancel_all(self, command: CancelAll) -> None:

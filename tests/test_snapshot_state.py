@@ -9,14 +9,15 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_engine_reference import SYMBOLS, _comparable, cancel_alls, commands, quotes
+from test_engine_reference import SYMBOLS, _comparable, cancel_alls, commands, quotes, rules
 
 from tickflow.core.engine import Engine
 from tickflow.core.snapshot import BadState, EngineState, capture, restore, state_hash
 from tickflow.core.book import Order
 from tickflow.core.types import AddSymbol, Amend, Cancel, Command, NewOrder
 
-histories = st.lists(st.one_of(commands(), cancel_alls(), quotes()), min_size=1, max_size=120)
+# With rules: an idempotency window of a few commands forgets clientOrderIds on both sides of the snapshot.
+histories = st.lists(st.one_of(commands(), cancel_alls(), quotes(), rules), min_size=1, max_size=120)
 
 
 def _engine_after(history: list[Command]) -> Engine:

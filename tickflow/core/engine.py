@@ -18,8 +18,9 @@ from typing import Any, Iterable, Iterator
 import msgspec
 
 from tickflow.core.book import NO_LIMIT, Book, BookSide, Level, Order
+from tickflow.core.idempotency import ClientOrderIds
 from tickflow.core.orders import (
-    NO_FILLS, Kept, plan_quote, quote_problem, rejection, same_order, state_of, unfilled_reason
+    NO_FILLS, Kept, plan_quote, quote_problem, rejection, state_of, unfilled_reason
 )
 from tickflow.core.types import (
     MAX_PRICE, MAX_QTY, AddSymbol, Amend, Cancel, CancelAll, Command, Fill, LevelChange, MakerFill, NewOrder,
@@ -45,9 +46,9 @@ class Engine:
         # Every new order, whatever becomes of it, takes the next id; only live orders are kept.
         self.next_order_id = 1
         self.open_orders: defaultdict[str, dict[int, Order]] = defaultdict(dict)
-        # (account, clientOrderId) -> the order's first answer. That answer repeats every field of
-        # the order as sent, so a retry is compared with it, and the command need not be kept.
-        self.idempotency: dict[tuple[str, str], OrderState] = {}
+        # (account, clientOrderId) -> the order's first answer, for the idempotency window. That answer
+        # repeats every field of the order as sent, so a retry is compared with it, and the command need not be kept.
+        self.idempotency = ClientOrderIds()
         # One string object per account name, shared by its orders that rest or trade (a rejected one
         # keeps the command's): each decoded record and each request brings a fresh copy.
         self.accounts: dict[str, str] = {}
@@ -92,6 +93,8 @@ class Engine:
         """Apply one command stamped with its log sequence number and time; never raises for bad input."""
         self.last_seq = seq
         self.last_ts = ts
+        if ts >= self.idempotency.due and type(command) is not Rules:  # a new window applies to what is kept
+            self.idempotency.forget_until(ts)
         if type(command) is not NewOrder:
             if type(command) is Cancel:
                 return self._cancel(seq, ts, command)
@@ -154,7 +157,7 @@ class Engine:
             result = OrderState(order_id, coid, account, symbol, side, type_, price, qty, tif, cmd.post_only,
                                 "new", 0, qty, _EMPTY, None, seq, ts)
             if coid is not None:
-                self.idempotency[(account, coid)] = result
+                self.idempotency.remember((account, coid), result)
                 if self.quiet:
                     return QUIET
             return Outcome(seq, result, None, _EMPTY,
@@ -198,7 +201,7 @@ class Engine:
         result = OrderState(order_id, coid, account, symbol, side, type_, price, qty, tif, cmd.post_only,
                             status, filled, left, fills, reason, seq, ts)  # type: ignore[arg-type]
         if coid is not None:
-            self.idempotency[(account, coid)] = result
+            self.idempotency.remember((account, coid), result)
             if self.quiet:
                 return QUIET
         return Outcome(seq, result, None, trades, changes, updates)
@@ -214,6 +217,7 @@ class Engine:
         if kind is Rules:
             self.max_open_orders = command.max_open_orders  # type: ignore[union-attr]
             self.price_band = command.price_band  # type: ignore[union-attr]
+            self.idempotency.set_window(command.idempotency_window, ts)  # type: ignore[union-attr]
             return Outcome(seq, None, None, _EMPTY, _EMPTY, _EMPTY)
         if isinstance(command, AddSymbol):
             if command.symbol in self.books:
@@ -223,16 +227,10 @@ class Engine:
             return Outcome(seq, None, None, _EMPTY, _EMPTY, _EMPTY)
         raise TypeError(f"not a command: {command!r}")
 
-    def check_duplicate(self, command: NewOrder) -> Outcome | None:
-        """The answer to a retried clientOrderId without applying anything, or None if it is new."""
-        if command.client_order_id is None:
-            return None
-        result = self.idempotency.get((command.account, command.client_order_id))
-        if result is None:
-            return None
-        if same_order(result, command):
-            return Outcome(result.seq, result, None, _EMPTY, _EMPTY, _EMPTY, replayed=True)
-        return Outcome(result.seq, result, Reason.DUPLICATE_MISMATCH, _EMPTY, _EMPTY, _EMPTY, replayed=True)
+    def check_duplicate(self, command: NewOrder, now: int = 0) -> Outcome | None:
+        """The answer to a retried clientOrderId without applying anything, or None if it is new (or its
+        window has passed at stamp `now`: its record will find it forgotten)."""
+        return self.idempotency.retry(command, now)
 
     def _unfilled(self, seq: int, ts: int, cmd: NewOrder, order_id: int, status: Status, reason: str) -> Outcome:
         """A new order that ends before matching: rejected by the rules, or a FOK that cannot fill."""
@@ -242,7 +240,7 @@ class Engine:
             self._kept.closed.append(order)
         result = state_of(order)
         if cmd.client_order_id is not None:
-            self.idempotency[(cmd.account, cmd.client_order_id)] = result
+            self.idempotency.remember((cmd.account, cmd.client_order_id), result)
         return QUIET if self.quiet else Outcome(seq, result, None, _EMPTY, _EMPTY, _EMPTY)
 
     def _cancel(self, seq: int, ts: int, cmd: Cancel) -> Outcome:

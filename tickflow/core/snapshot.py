@@ -14,6 +14,7 @@ import msgspec
 
 from tickflow.core.book import Book, Order
 from tickflow.core.engine import Engine
+from tickflow.core.idempotency import ClientOrderIds
 from tickflow.core.types import OrderState
 
 
@@ -40,13 +41,15 @@ class EngineState(msgspec.Struct, array_like=True, forbid_unknown_fields=True, g
     order, index = id (index 0 is None), of which `restore` keeps the live ones."""
     books: list[BookState]
     idempotency: list[tuple[str, str, OrderState]]
-    """(account, clientOrderId, the order's first answer)."""
+    """(account, clientOrderId, the order's first answer), oldest first: the order they are forgotten in."""
     next_order_id: int = 0
     """The id the next order takes; last, with a default, so that older files still read (as 0)."""
     max_open_orders: int = 0
     """The logged open-order limit (last, with a default: a snapshot from before it reads as none)."""
     price_band: int = 0
     """The logged price band, in basis points (0: none)."""
+    idempotency_window: int = 0
+    """The logged idempotency window, in milliseconds (0: for ever)."""
 
 
 def live_orders(engine: Engine) -> list[Order]:
@@ -71,7 +74,7 @@ def capture(engine: Engine) -> EngineState:
     # In no particular order (restore indexes them by id): sorting a million would only cost the child time.
     orders: list[Order | None] = [o for open_ in engine.open_orders.values() for o in open_.values()]
     return EngineState(engine.last_seq, engine.last_ts, engine.next_trade_id, orders, books, idempotency,
-                       engine.next_order_id, engine.max_open_orders, engine.price_band)
+                       engine.next_order_id, engine.max_open_orders, engine.price_band, engine.idempotency.window)
 
 
 class BadState(ValueError):
@@ -126,7 +129,7 @@ def restore(state: EngineState) -> Engine:
     resting = sum(len(by_id) for by_id in open_orders.values())
     if resting != len(orders):
         raise BadState("an order marked live rests in no level")
-    engine.idempotency = {(account, coid): answer for account, coid, answer in state.idempotency}
+    engine.idempotency = ClientOrderIds.load(state.idempotency, state.idempotency_window)
     return engine
 
 
@@ -143,7 +146,7 @@ def state_hash(engine: Engine) -> str:
     h = hashlib.blake2b(digest_size=16)
     enc = msgspec.msgpack.Encoder()
     h.update(enc.encode([engine.next_order_id, engine.next_trade_id, engine.last_seq, engine.last_ts,
-                         sorted(engine.books), engine.max_open_orders, engine.price_band,
+                         sorted(engine.books), engine.max_open_orders, engine.price_band, engine.idempotency.window,
                          [engine.books[s].last for s in sorted(engine.books)]]))
     for symbol in sorted(engine.books):
         book = engine.books[symbol]
@@ -155,6 +158,7 @@ def state_hash(engine: Engine) -> str:
         h.update(enc.encode(order))
     for account in sorted(a for a, open_ in engine.open_orders.items() if open_):
         h.update(enc.encode([account, sorted(engine.open_orders[account])]))
-    for key in sorted(engine.idempotency):
-        h.update(enc.encode([key, engine.idempotency[key]]))
+    # In the order they are forgotten in, which is part of the state: a replay must forget the same ones.
+    for key, answer in engine.idempotency.items():
+        h.update(enc.encode([key, answer]))
     return h.hexdigest()

@@ -134,6 +134,8 @@ class Rules(msgspec.Struct, tag_field="kind", tag="r", array_like=True, forbid_u
     """The most open orders one account may have; a limit order that could rest past it is rejected. 0: none."""
     price_band: int = 0
     """How far, in basis points of the symbol's last trade price, a limit price may be from it. 0: no band."""
+    idempotency_window: int = 0
+    """Milliseconds of log time a clientOrderId is remembered after its order (core/idempotency.py). 0: for ever."""
 
 
 Command = NewOrder | Cancel | Amend | CancelAll | AddSymbol | Quote | Rules

@@ -27,7 +27,7 @@ from tickflow.net.gateway.app import close_websockets, make_app
 from tickflow.net.gateway.auth import Accounts
 from tickflow.net.gateway.logburst import LogBurst
 from tickflow.net.gateway.ratelimit import MAX_ORDER_RATE, OrderRate
-from tickflow.net.wire.limits import MAX_OPEN_ORDERS
+from tickflow.net.wire.limits import IDEMPOTENCY_WINDOW, MAX_IDEMPOTENCY_WINDOW, MAX_OPEN_ORDERS
 from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
 from tickflow.net.gateway.room import AUTH_TIMEOUT, MAX_PER_ACCOUNT, Room, default_max_anonymous
 from tickflow.net.gateway.security import origin_argument
@@ -74,6 +74,19 @@ def _whole_number(text: str) -> int:
     if not text.strip().isdigit() or int(text) > 1 << 62:
         raise argparse.ArgumentTypeError(f"{text} is not a whole number of at least 0")
     return int(text)
+
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(text: str) -> int:
+    """A duration as a whole number with a unit (ms, s, m, h, d; seconds when none) in milliseconds."""
+    number = text.strip().rstrip("mshd")
+    unit = text.strip()[len(number):] or "s"
+    if not number.isdigit() or unit not in _UNITS or int(number) * _UNITS[unit] > MAX_IDEMPOTENCY_WINDOW:
+        raise argparse.ArgumentTypeError(f"{text} is not a duration from 0 to 366d (a whole number with ms, s, m, "
+                                         "h or d)")
+    return int(number) * _UNITS[unit]
 
 
 def _segment_bytes(text: str) -> int:
@@ -134,6 +147,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="how far a limit price may be from its symbol's last trade, in basis points (100 = 1%%; "
                         "default 0: no band): an order past it is rejected (outside_price_band). Logged like "
                         "--max-open-orders")
+    p.add_argument("--idempotency-window", type=_duration_ms, default=IDEMPOTENCY_WINDOW, metavar="DURATION",
+                   help="how long a clientOrderId is remembered after its order, in the log's time (e.g. 90s, 30m, "
+                        "24h; default 24h; 0: for ever, and the table grows with history): a retry inside it gets "
+                        "the first answer, after it the id is a new order. Logged like --max-open-orders")
     p.add_argument("--max-order-rate", type=_whole_number, default=MAX_ORDER_RATE, metavar="N",
                    help=f"new orders, amends and quotes a second one account may send, as many at once at most "
                         f"(default {MAX_ORDER_RATE}; 0: no limit); past it: 429 with Retry-After, nothing logged. "
@@ -339,7 +356,7 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         log.warning("stopped during start-up, before listening")
         return 0
     listen(sockets, f"{args.host}:{args.port}")
-    await service.set_rules(args.max_open_orders, args.price_band)  # in force before the first book opens
+    await service.set_rules(args.max_open_orders, args.price_band, args.idempotency_window)  # in force before the first book opens
     for symbol in symbols:
         await service.add_symbol(symbol)
 

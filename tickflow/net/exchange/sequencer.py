@@ -245,7 +245,8 @@ class Sequencer:
                 first = self._inflight.get(key)
                 if first is not None:
                     return asyncio.ensure_future(self._same_answer(command, first, self._inflight.wait_on(first)))
-                duplicate = self.engine.check_duplicate(command)
+                # Stamped now, a record would find an entry whose window has passed forgotten.
+                duplicate = self.engine.check_duplicate(command, max(self.clock(), self.last_ts))
                 if duplicate is not None:
                     return duplicate
         elif type(command) is Cancel or type(command) is Amend:

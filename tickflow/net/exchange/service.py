@@ -129,10 +129,12 @@ class ExchangeService:
         """The books that take orders now (a symbol is listed here as soon as it is sequenced)."""
         return self._engine.books.keys()
 
-    async def set_rules(self, max_open_orders: int, price_band: int = 0) -> None:
+    async def set_rules(self, max_open_orders: int, price_band: int = 0, idempotency_window: int = 0) -> None:
         """Log the limits the engine enforces, unless they are in force already (a replay keeps them)."""
-        if (self._engine.max_open_orders, self._engine.price_band) != (max_open_orders, price_band):
-            await self._sequencer.submit(Rules(max_open_orders, price_band))
+        engine = self._engine
+        if (engine.max_open_orders, engine.price_band, engine.idempotency.window) != \
+                (max_open_orders, price_band, idempotency_window):
+            await self._sequencer.submit(Rules(max_open_orders, price_band, idempotency_window))
 
     @property
     def max_open_orders(self) -> int:

@@ -9,7 +9,8 @@ from tickflow.core.types import MAX_CLIENT_ORDER_ID, MAX_PRICE, MAX_QTY, MAX_QUO
 
 __all__ = ["MAX_PRICE", "MAX_QTY", "MAX_CLIENT_ORDER_ID", "MAX_BODY", "SYMBOL_PATTERN", "ACCOUNT_PATTERN", "DIGITS",
            "MAX_WS_IN_FLIGHT", "MAX_WS_ID", "INTERVALS", "MIN_TOKEN_LENGTH", "MAX_BARS", "MAX_ORDERS_PAGE",
-           "MAX_WS_REPLY", "MAX_BATCH", "MAX_QUOTE_LEVELS", "MAX_OPEN_ORDERS"]
+           "MAX_WS_REPLY", "MAX_BATCH", "MAX_QUOTE_LEVELS", "MAX_OPEN_ORDERS",
+           "IDEMPOTENCY_WINDOW", "MAX_IDEMPOTENCY_WINDOW"]
 
 MAX_BODY: Final = 64 * 1024
 """The largest request body, and the largest WebSocket message, the server reads."""
@@ -38,3 +39,7 @@ MAX_BATCH: Final = 256
 """The most operations one batch may carry."""
 MAX_OPEN_ORDERS: Final = 10_000
 """The open orders one account may have by default (`serve --max-open-orders`)."""
+IDEMPOTENCY_WINDOW: Final = 24 * 3_600_000
+"""Milliseconds a clientOrderId is remembered by default (`serve --idempotency-window`): a trading day."""
+MAX_IDEMPOTENCY_WINDOW: Final = 366 * 86_400_000
+"""The longest window `--idempotency-window` takes (0, for ever, aside)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from tickflow.core.engine import Engine
 from tickflow.core.snapshot import capture
 from tickflow.store import snapshots
+from tickflow.store.datadir import TRADES_FILE, sync_dir
 from tickflow.store.log import segments
 
 log = logging.getLogger("tickflow")
@@ -114,6 +115,7 @@ class Snapshotter:
         if not kept:
             return
         oldest = snapshots.NAME.match(kept[-1].name)
+        _trades_durable(self.directory)
         for path in segments.retire(self.directory, int(oldest.group(1)) if oldest else 0):
             log.info("deleted log segment %s: every record in it is before the snapshots kept", path.name)
 
@@ -154,6 +156,22 @@ class Snapshotter:
             self._retire()
         except OSError as e:
             log.error("deleting old snapshots or log segments failed: %s", e)
+
+
+def _trades_durable(directory: Path) -> None:
+    """fsync the trade store's files and their directory. SQLite runs with synchronous=NORMAL: its
+    last commits may be in the page cache only, and a replay puts them back only while the log segments
+    that hold their records are there; so they are made durable before any segment is deleted."""
+    for name in (f"{TRADES_FILE}-wal", TRADES_FILE):
+        try:
+            fd = os.open(directory / name, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    sync_dir(directory)
 
 
 def _discard(path: Path) -> None:

@@ -167,6 +167,34 @@ def _connect(path: str) -> aiosqlite.Connection:
     return connection
 
 
+QUICK_CHECK_SQL: Final = "PRAGMA quick_check(1)"
+
+
+async def _check_length(db: aiosqlite.Connection, path: str) -> None:
+    """sqlite3.DatabaseError if the file is shorter than the pages its header counts: cut short (a copy
+    that stopped, a truncation). Only without a journal: pages still in `-wal` may lie beyond the file."""
+    if os.path.exists(f"{path}-wal") and os.path.getsize(f"{path}-wal") > 0:
+        return
+    (pages,), = await db.execute_fetchall("PRAGMA page_count")
+    (page_size,), = await db.execute_fetchall("PRAGMA page_size")
+    size = os.path.getsize(path)
+    if size < pages * page_size:
+        raise sqlite3.DatabaseError(f"integrity check: the file holds {size} bytes, its header counts "
+                                    f"{pages} pages of {page_size} bytes")
+
+
+def open_for_check(path: str) -> sqlite3.Connection:
+    """A read-only connection for `quick_check`, usable from another thread (to interrupt it)."""
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+
+
+def quick_check(db: sqlite3.Connection) -> str | None:
+    """What SQLite's quick_check finds wrong with the database of `db` (its first problem), or None when it
+    is sound. It reads every page, so its time grows with the file: run it off the start's path."""
+    rows = db.execute(QUICK_CHECK_SQL).fetchall()
+    return None if [tuple(r) for r in rows] == [("ok",)] else str(rows[0][0])
+
+
 _encode_state = msgspec.msgpack.Encoder().encode
 _decode_state = msgspec.msgpack.Decoder(OrderState).decode
 
@@ -191,8 +219,12 @@ class TradeStore:
         self._insert_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: str) -> TradeStore:
-        """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database."""
+    async def open(cls, path: str, *, full_check: bool = False) -> TradeStore:
+        """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database.
+
+        Only what costs the same for any size of file is checked here (the header, the schema, the file's
+        length against its page count); `full_check` adds `PRAGMA quick_check`, which reads every page and
+        so grows with the history: a running server does it in the background (`quick_check`)."""
         if path != ":memory:" and not os.path.lexists(path):
             # Made here, only its owner's (SQLite would make it 0644, and its -wal and -shm take its mode):
             # every account's trades are in it. Anything wrong with the place is for SQLite to say.
@@ -200,9 +232,14 @@ class TradeStore:
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         write = await _connect(path)
         try:
-            rows = await write.execute_fetchall("PRAGMA quick_check(1)")
-            if [tuple(r) for r in rows] != [("ok",)]:
-                raise sqlite3.DatabaseError(f"integrity check: {list(rows)[0][0]}")
+            if full_check:
+                rows = await write.execute_fetchall(QUICK_CHECK_SQL)
+                if [tuple(r) for r in rows] != [("ok",)]:
+                    raise sqlite3.DatabaseError(f"integrity check: {list(rows)[0][0]}")
+            else:
+                await write.execute_fetchall("SELECT COUNT(*) FROM sqlite_master")  # reads the header and schema
+                if path != ":memory:":
+                    await _check_length(write, path)
             await write.execute("PRAGMA journal_mode=WAL")
             await write.execute("PRAGMA synchronous=NORMAL")
             # A batch is one multi-row INSERT, so SQLite keeps a statement journal of every page it

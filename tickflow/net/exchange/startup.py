@@ -17,6 +17,7 @@ from tickflow.net.exchange.mirror import RECENT_TRADES
 from tickflow.net.exchange.sequencer import Durability, Sequencer
 from tickflow.net.exchange.service import ExchangeService
 from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY, Snapshotter
+from tickflow.net.exchange.store_check import StoreCheck, marker_path
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.datadir import TRADES_FILE, how_to_fix
 from tickflow.store.log.segments import MIN_SEGMENT_BYTES, SEGMENT_BYTES, SegmentedLog, current_path
@@ -60,7 +61,8 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
     except OSError as e:
         raise StartupError(f"cannot open the log {wal_path} to read and append to it: {e.strerror or e}. "
                            f"{how_to_fix(e)}") from None
-    store = await _open_store(data / TRADES_FILE)
+    full_check = marker_path(data / TRADES_FILE).exists()
+    store = await _open_store(data / TRADES_FILE, full_check)
     stack.push_async_callback(store.close)
     try:
         wal, engine, recovery = await _recover(wal_path, store, data, segment_bytes)
@@ -101,10 +103,15 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
                               first_ts=lambda: sequencer.log_started, durable=durable,
                               last_seq=recovery.snapshot_seq)
     sequencer.after_batch = snapshotter.after_batch
-    service = ExchangeService(engine, sequencer, feed, store, writer, snapshotter, recovery)
+    check = StoreCheck(data / TRADES_FILE)
+    service = ExchangeService(engine, sequencer, feed, store, writer, snapshotter, recovery, check)
     await sequencer.start()
     writer.start()
     stack.push_async_callback(service.stop)
+    if full_check:
+        marker_path(data / TRADES_FILE).unlink(missing_ok=True)  # checked whole at the open, or set aside
+    else:
+        check.start()
     return Started(service, recovery)
 
 
@@ -165,10 +172,11 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes:
     return wal, engine, recovery
 
 
-async def _open_store(path: Path) -> TradeStore:
-    """The trade store; a damaged one is set aside and rebuilt, since the log holds every trade."""
+async def _open_store(path: Path, full_check: bool) -> TradeStore:
+    """The trade store; a damaged one is set aside and rebuilt, since the log holds every trade. Checked
+    whole (`full_check`) only when a background check of the last run found it damaged."""
     try:
-        return await TradeStore.open(str(path))
+        return await TradeStore.open(str(path), full_check=full_check)
     except sqlite3.Error as e:
         damaged = getattr(e, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or \
             str(e).startswith("integrity check")

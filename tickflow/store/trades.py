@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import time
 from typing import Any, AsyncIterator, Final
 
 import aiosqlite
@@ -149,6 +150,20 @@ MAX_ORDERS_READ: Final = 256
 ORDERS_SEQ_SQL: Final = "SELECT COALESCE(MAX(seq), 0) FROM watermarks WHERE name = 'orders'"
 SET_ORDERS_SEQ_SQL: Final = "INSERT OR REPLACE INTO watermarks (name, seq) VALUES ('orders', ?)"
 
+CREATE_GAPS: Final = """
+CREATE TABLE IF NOT EXISTS history_gaps (
+    trades_after INTEGER NOT NULL,
+    trades_upto  INTEGER NOT NULL,
+    orders_after INTEGER NOT NULL,
+    orders_upto  INTEGER NOT NULL,
+    snapshot     TEXT    NOT NULL,
+    accepted_ms  INTEGER NOT NULL
+)"""
+"""History a start was told to go on without (`serve --accept-history-gap`): the trades with ids in
+(trades_after, trades_upto] and the orders finished by records in (orders_after, orders_upto] are not here."""
+INSERT_GAP_SQL: Final = "INSERT INTO history_gaps VALUES (?, ?, ?, ?, ?, ?)"
+MISSING_TRADES_SQL: Final = "SELECT COALESCE(SUM(trades_upto - trades_after), 0) FROM history_gaps"
+
 COUNT_SQL: Final = "SELECT COUNT(*) FROM trades"
 MAX_TRADE_ID_SQL: Final = "SELECT COALESCE(MAX(trade_id), 0) FROM trades"
 
@@ -181,6 +196,21 @@ async def _check_length(db: aiosqlite.Connection, path: str) -> None:
     if size < pages * page_size:
         raise sqlite3.DatabaseError(f"integrity check: the file holds {size} bytes, its header counts "
                                     f"{pages} pages of {page_size} bytes")
+
+
+def sync_files(path: str) -> None:
+    """Make every commit the store has made durable: fsync its `-wal` (the commits since the last
+    checkpoint; synchronous=NORMAL leaves them to the page cache) and then the file itself (the pages a
+    checkpoint copied in). Blocking: run it in a thread. OSError if a sync fails."""
+    for part in (f"{path}-wal", path):
+        try:
+            fd = os.open(part, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:  # no -wal: every commit is checkpointed into the file
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def open_for_check(path: str) -> sqlite3.Connection:
@@ -249,6 +279,7 @@ class TradeStore:
             await write.execute(CREATE_TABLE)
             await write.execute(CREATE_ORDERS)
             await write.execute(CREATE_WATERMARKS)
+            await write.execute(CREATE_GAPS)
             for sql in (*CREATE_INDEXES, *ACCOUNT_INDEXES):
                 await write.execute(sql)
             await write.commit()
@@ -308,6 +339,18 @@ class TradeStore:
                 await db.executemany(INSERT_ORDERS_SQL, [order_row(o) for o in orders])
             if orders_seq is not None:
                 await db.execute(SET_ORDERS_SEQ_SQL, (orders_seq,))
+
+    async def record_gap(self, trades_after: int, trades_upto: int, orders_after: int, orders_upto: int,
+                         snapshot: str) -> None:
+        """Say, in the store, that its history lacks these trades and finished orders for good."""
+        async with self._writing() as db:
+            await db.execute(INSERT_GAP_SQL, (trades_after, trades_upto, orders_after, orders_upto, snapshot,
+                                              int(time.time() * 1000)))
+
+    async def missing_trades(self) -> int:
+        """How many trade ids the recorded history gaps account for."""
+        rows = await self._read.execute_fetchall(MISSING_TRADES_SQL)
+        return int(next(iter(rows))[0])
 
     async def orders_seq(self) -> int:
         """Every order closed by a record up to this seq is stored (0: none known)."""

@@ -3,7 +3,8 @@
 Every `every` records the sequencer, between two batches, forks. The child holds a copy-on-write image
 of the engine at that batch's seq: it encodes it, writes and fsyncs a temporary file, and exits; the
 parent goes on matching at once, paying only the fork. Once the child is done, the parent waits until
-the log is durable up to that seq and SQLite holds its trades, then renames the file into place (and
+the log is durable up to that seq and SQLite holds its trades, fsyncs SQLite's files (so a power cut
+cannot take from SQLite what only the deleted segments could give back), then renames the file into place (and
 fsyncs the directory), deletes the snapshots beyond the newest `keep`, and then the log segments whose
 records are all at or before the oldest snapshot kept (a thread does the disk work). A snapshot is so never ahead
 of the durable log, and the records before it are never needed to rebuild SQLite. A failed snapshot
@@ -43,7 +44,7 @@ class Snapshotter:
 
     def __init__(self, directory: Path, engine: Engine, *, every: int = SNAPSHOT_EVERY, keep: int = KEEP_SNAPSHOTS,
                  first_ts: Callable[[], int | None], durable: Callable[[int], Awaitable[None]],
-                 last_seq: int = 0) -> None:
+                 history_durable: Callable[[], None] | None = None, last_seq: int = 0) -> None:
         self.directory = directory
         self.engine = engine
         self.every = every
@@ -51,6 +52,9 @@ class Snapshotter:
         self.first_ts = first_ts
         self.durable = durable
         """Waits until the log is durable and SQLite holds the trades up to a seq."""
+        self.history_durable = history_durable
+        """Makes what SQLite holds durable (blocking, so run in a thread): once a snapshot is published the
+        segments before it may go, and with them the records that could re-derive SQLite's last commits."""
         self.last_seq = last_seq
         """The seq of the newest snapshot on disk (or the one recovery started from)."""
         self.last_time = time.time()
@@ -93,6 +97,8 @@ class Snapshotter:
             return
         try:
             await self.durable(seq)
+            if self.history_durable is not None:
+                await loop.run_in_executor(None, self.history_durable)
             await loop.run_in_executor(None, snapshots.publish, temporary)
         except Exception as e:  # a log that failed, SQLite that never caught up, a full disk
             _discard(temporary)
@@ -143,11 +149,13 @@ class Snapshotter:
                         trades_flushed, seq)
             return
         try:
+            if self.history_durable is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.history_durable)
             data = snapshots.encode(seq, log_offset, self.first_ts(), capture(self.engine))
             snapshots.publish(snapshots.write_temporary(self.directory, seq, data))
         except OSError as e:
             snapshots.remove_temporaries(self.directory)
-            self._failed(seq, f"cannot write the snapshot at a clean stop: {e}")
+            self._failed(seq, f"cannot sync SQLite or write the snapshot at a clean stop: {e}")
             return
         self._published(seq)
         try:

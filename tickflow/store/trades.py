@@ -185,19 +185,6 @@ def _connect(path: str) -> aiosqlite.Connection:
 QUICK_CHECK_SQL: Final = "PRAGMA quick_check(1)"
 
 
-async def _check_length(db: aiosqlite.Connection, path: str) -> None:
-    """sqlite3.DatabaseError if the file is shorter than the pages its header counts: cut short (a copy
-    that stopped, a truncation). Only without a journal: pages still in `-wal` may lie beyond the file."""
-    if os.path.exists(f"{path}-wal") and os.path.getsize(f"{path}-wal") > 0:
-        return
-    (pages,), = await db.execute_fetchall("PRAGMA page_count")
-    (page_size,), = await db.execute_fetchall("PRAGMA page_size")
-    size = os.path.getsize(path)
-    if size < pages * page_size:
-        raise sqlite3.DatabaseError(f"integrity check: the file holds {size} bytes, its header counts "
-                                    f"{pages} pages of {page_size} bytes")
-
-
 def sync_files(path: str) -> None:
     """Make every commit the store has made durable: fsync its `-wal` (the commits since the last
     checkpoint; synchronous=NORMAL leaves them to the page cache) and then the file itself (the pages a
@@ -252,8 +239,8 @@ class TradeStore:
     async def open(cls, path: str, *, full_check: bool = False) -> TradeStore:
         """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database.
 
-        Only what costs the same for any size of file is checked here (the header, the schema, the file's
-        length against its page count); `full_check` adds `PRAGMA quick_check`, which reads every page and
+        Only what costs the same for any size of file is checked here (the header, the schema, and, by
+        SQLite itself, the file's length against its page count); `full_check` adds `PRAGMA quick_check`, which reads every page and
         so grows with the history: a running server does it in the background (`quick_check`)."""
         if path != ":memory:" and not os.path.lexists(path):
             # Made here, only its owner's (SQLite would make it 0644, and its -wal and -shm take its mode):
@@ -267,9 +254,9 @@ class TradeStore:
                 if [tuple(r) for r in rows] != [("ok",)]:
                     raise sqlite3.DatabaseError(f"integrity check: {list(rows)[0][0]}")
             else:
-                await write.execute_fetchall("SELECT COUNT(*) FROM sqlite_master")  # reads the header and schema
-                if path != ":memory:":
-                    await _check_length(write, path)
+                # Reads the header and the schema; SQLite refuses here a file shorter than its header's page
+                # count (a copy cut short) as malformed.
+                await write.execute_fetchall("SELECT COUNT(*) FROM sqlite_master")
             await write.execute("PRAGMA journal_mode=WAL")
             await write.execute("PRAGMA synchronous=NORMAL")
             # A batch is one multi-row INSERT, so SQLite keeps a statement journal of every page it

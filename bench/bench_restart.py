@@ -5,10 +5,14 @@
 
 For each churn size, a data directory is built as a server that ran with snapshots would leave it: a log
 of `--live` resting orders (the first `--idempotent` of them with a clientOrderId), then `churn` commands
-of cancel/replace traffic (an order placed away from the spread, then cancelled), the snapshot a clean
-stop writes at its end, and the SQLite history it leaves (every finished order, the orders watermark at the
-end: otherwise the start would pass over the snapshot to re-derive them). Then `tickflow serve` starts on it; reported: seconds from spawn until /health
-answers, the server's peak RSS (VmHWM) once it answers, and the bytes of the log and snapshots on disk.
+of cancel/replace traffic (an order placed away from the spread, then cancelled), in segments of
+`--segment-bytes`; a snapshot every `--snapshot-every` records and the one a clean stop writes at its end,
+the newest `--keep-snapshots` of them kept and the segments wholly before the oldest kept deleted (the
+server's own prune and retire); and the SQLite history it leaves (every finished order, the orders
+watermark at the end: otherwise the start would pass over the snapshot to re-derive them). Then
+`tickflow serve` starts on it; reported: seconds from spawn until /health answers, the server's peak RSS
+(VmHWM) once it answers, the bytes of the log and snapshots on disk (and, apart, of trades.sqlite), and
+how many segments were deleted.
 
 Bar (issue 26): the largest churn restarts within 1.3x the time of the smallest, with peak RSS and disk
 within 1.2x, measured in one run.
@@ -36,11 +40,14 @@ from tickflow.demo import ServerProcess  # noqa: E402
 from tickflow.store import snapshots  # noqa: E402
 from tickflow.store import trades  # noqa: E402
 from tickflow.store.datadir import TRADES_FILE, WAL_FILE  # noqa: E402
-from tickflow.store.log.segments import NAME as SEGMENT  # noqa: E402
+from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY  # noqa: E402
+from tickflow.store.log import segments  # noqa: E402
+from tickflow.store.log.segments import NAME as SEGMENT, SEGMENT_BYTES  # noqa: E402
 from tickflow.store.log.codec import encode_record  # noqa: E402
 from tickflow.store.log.wal import FILE_HEADER, frame  # noqa: E402
 
 SYMBOL = "ACME"
+SNAPSHOT = snapshots.NAME
 T0 = 1_700_000_000_000
 
 
@@ -59,37 +66,62 @@ def history(live: int, idempotent: int, churn: int):  # type: ignore[no-untyped-
         next_id += 1
 
 
-def build(data: Path, live: int, idempotent: int, churn: int) -> int:
-    """Write the log, the final snapshot and SQLite's finished orders; the number of records."""
+def build(data: Path, live: int, idempotent: int, churn: int, *, segment_bytes: int = SEGMENT_BYTES,
+          snapshot_every: int = SNAPSHOT_EVERY, keep: int = KEEP_SNAPSHOTS) -> tuple[int, int]:
+    """Write the log's segments, the snapshots kept and SQLite's finished orders; the number of records and
+    of segments deleted."""
     data.mkdir(parents=True)
     engine = Engine()
     seq = 0
     chunk: list[bytes] = []
     rows: list[tuple[object, ...]] = []
+    deleted = 0
     db = sqlite3.connect(data / TRADES_FILE)
     for sql in (trades.CREATE_TABLE, trades.CREATE_ORDERS, trades.CREATE_WATERMARKS):
         db.execute(sql)
-    with open(data / WAL_FILE, "wb") as log:
-        log.write(FILE_HEADER)
-        command: Command
-        for command in history(live, idempotent, churn):
-            seq += 1
-            rows.extend(trades.order_row(s) for s in finished(engine.apply(seq, T0 + seq, command)))
-            chunk.append(frame(encode_record(Record(seq, T0 + seq, command))))
-            if len(chunk) == 65_536:
-                log.write(b"".join(chunk))
-                chunk.clear()
-                db.executemany(trades.INSERT_ORDERS_SQL, rows)
-                rows.clear()
+    log = open(data / WAL_FILE, "wb")
+    log.write(FILE_HEADER)
+    size = len(FILE_HEADER)
+
+    def flush() -> None:
         log.write(b"".join(chunk))
-        offset = log.tell()
-    db.executemany(trades.INSERT_ORDERS_SQL, rows)
+        chunk.clear()
+        db.executemany(trades.INSERT_ORDERS_SQL, rows)
+        db.commit()
+        rows.clear()
+
+    def snapshot() -> int:
+        """The snapshot at `seq`, then the server's prune and retire; segments deleted."""
+        flush()
+        log.flush()
+        blob = snapshots.encode(seq, size, T0 + 1, capture(engine))
+        snapshots.publish(snapshots.write_temporary(data, seq, blob))
+        snapshots.prune(data, keep)
+        oldest = SNAPSHOT.match(snapshots.on_disk(data)[-1].name)
+        return len(segments.retire(data, int(oldest.group(1)) if oldest else 0))
+
+    command: Command
+    for command in history(live, idempotent, churn):
+        seq += 1
+        rows.extend(trades.order_row(s) for s in finished(engine.apply(seq, T0 + seq, command)))
+        framed = frame(encode_record(Record(seq, T0 + seq, command)))
+        chunk.append(framed)
+        size += len(framed)
+        if len(chunk) == 65_536:
+            flush()
+        if snapshot_every and seq % snapshot_every == 0:
+            deleted += snapshot()
+        if size >= segment_bytes:  # the sequencer rolls between batches: here, after any record
+            flush()
+            log.close()
+            log = open(data / segments.segment_name(seq + 1), "wb")
+            log.write(FILE_HEADER)
+            size = len(FILE_HEADER)
     db.execute(trades.SET_ORDERS_SEQ_SQL, (seq,))
-    db.commit()
+    deleted += snapshot()  # the clean stop's
+    log.close()
     db.close()
-    blob = snapshots.encode(seq, offset, T0 + 1, capture(engine))
-    snapshots.publish(snapshots.write_temporary(data, seq, blob))
-    return seq
+    return seq, deleted
 
 
 def restart(data: Path) -> dict:
@@ -105,8 +137,10 @@ def restart(data: Path) -> dict:
     server.stop()
     disk = sum(p.stat().st_size for p in data.iterdir()
                if p.name == WAL_FILE or SEGMENT.match(p.name) or p.name.startswith("snap-"))
+    sqlite_bytes = sum(p.stat().st_size for p in data.iterdir() if p.name.startswith(TRADES_FILE))
     return {"restart_seconds": round(seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
-            "log_and_snapshot_mb": round(disk / 1e6, 1), "recovery": recovery}
+            "log_and_snapshot_mb": round(disk / 1e6, 1), "sqlite_mb": round(sqlite_bytes / 1e6, 1),
+            "segments": len(segments.listing(data)), "recovery": recovery}
 
 
 def main() -> None:
@@ -114,6 +148,9 @@ def main() -> None:
     p.add_argument("--live", type=int, default=100_000)
     p.add_argument("--idempotent", type=int, default=10_000)
     p.add_argument("--churn", default="1000000,10000000", help="comma-separated churn sizes, smallest first")
+    p.add_argument("--segment-bytes", type=int, default=SEGMENT_BYTES)
+    p.add_argument("--snapshot-every", type=int, default=SNAPSHOT_EVERY)
+    p.add_argument("--keep-snapshots", type=int, default=KEEP_SNAPSHOTS)
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     rows = []
@@ -121,13 +158,15 @@ def main() -> None:
         for churn in (int(c) for c in args.churn.split(",")):
             data = Path(tmp) / f"churn-{churn}"
             began = time.perf_counter()
-            records = build(data, args.live, args.idempotent, churn)
+            records, deleted = build(data, args.live, args.idempotent, churn, segment_bytes=args.segment_bytes,
+                                     snapshot_every=args.snapshot_every, keep=args.keep_snapshots)
             row = {"churn": churn, "records": records, "build_seconds": round(time.perf_counter() - began, 1),
-                   **restart(data)}
+                   "segments_deleted": deleted, **restart(data)}
             rows.append(row)
             if not args.json:
                 print(f"churn {churn:>11,}: restart {row['restart_seconds']} s, peak RSS {row['peak_rss_mb']} MB, "
-                      f"log + snapshots {row['log_and_snapshot_mb']} MB ({row['recovery']})", flush=True)
+                      f"log + snapshots {row['log_and_snapshot_mb']} MB ({row['segments']} segments kept, "
+                      f"{deleted} deleted), trades.sqlite {row['sqlite_mb']} MB ({row['recovery']})", flush=True)
     first, last = rows[0], rows[-1]
     ratios = {key: round(last[key] / first[key], 2) for key in ("restart_seconds", "peak_rss_mb", "log_and_snapshot_mb")}
     result = {"benchmark": "restart", "live": args.live, "idempotent": args.idempotent, "rows": rows,

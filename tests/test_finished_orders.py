@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from helpers.wait import until
 from server_process import ServerProcess
 from test_http_api import call, order
 
@@ -112,6 +113,9 @@ async def test_finished_orders_survive_a_kill_and_sqlite_catches_up_from_the_log
             _, health = await call(s, "GET", f"{u}/health")
             if how != "at-once":  # SQLite holds every finished order (GET /trades waits for the writer)
                 await call(s, "GET", f"{u}/trades")
+            if how in ("from-snapshot", "behind-the-snapshots"):  # a snapshot before the end is published
+                await until(lambda: [q for q in _snapshot_seqs(data) if q < health["seq"]], 10,
+                            message="a snapshot published before the last seq")
         if how == "sigterm":
             server.stop()
         else:

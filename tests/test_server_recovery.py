@@ -24,7 +24,7 @@ import aiohttp
 import pytest
 from helpers import procfs
 from helpers.logs import commands, write_log
-from helpers.wait import wait_until
+from helpers.wait import until, wait_until
 
 from server_process import ServerProcess
 
@@ -388,6 +388,58 @@ async def test_a_damaged_trade_store_is_set_aside_and_rebuilt(tmp_path: Path) ->
         assert [p.name for p in server.data.glob("trades.sqlite.damaged-*")]
     finally:
         server.kill()
+
+
+def _damage_the_last_page(store: Path) -> None:
+    """A table the server never reads at its start, its last page overwritten: only a full check finds it."""
+    import sqlite3
+
+    with sqlite3.connect(store) as db:
+        db.execute("CREATE TABLE junk (n INTEGER PRIMARY KEY, text TEXT)")
+        db.executemany("INSERT INTO junk VALUES (?, ?)", ((i, "x" * 200) for i in range(2000)))
+        db.commit()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+    data = bytearray(store.read_bytes())
+    data[-page + 8:-8] = os.urandom(page - 16)
+    store.write_bytes(bytes(data))
+
+
+async def test_a_trade_store_damaged_deep_inside_is_found_after_the_start_and_set_aside_at_the_next(
+        tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        await _trade_a_little(server.url, 4)
+        trades = await _get(f"{server.url}/trades?limit=1000")
+        server.stop()
+        _damage_the_last_page(server.data / "trades.sqlite")
+        server.start()  # the start reads only what costs the same for any size of store: it serves
+        health = await until(lambda: _degraded(server.url), 30, message="/health degraded by the background check")
+        assert "trades.sqlite is damaged" in health["error"]
+        assert "tickflow_trade_store_check_failures_total 1" in await _text(f"{server.url}/metrics")
+        await _trade_a_little(server.url, 1)  # orders still flow
+        assert (server.data / "trades.sqlite.check-failed").exists()
+        assert "is damaged" in server.output()
+        server.stop()
+        server.start()  # checked whole before use this time: set aside and rebuilt from the log
+        assert "rebuilding it from the log" in server.output()
+        assert [p.name for p in server.data.glob("trades.sqlite.damaged-*")]
+        assert not (server.data / "trades.sqlite.check-failed").exists()
+        assert (await _get(f"{server.url}/trades?limit=1000"))[:len(trades)] == trades
+        assert (await _get(f"{server.url}/health"))["status"] == "ok"
+    finally:
+        server.kill()
+
+
+async def _degraded(url: str) -> dict[str, Any] | None:
+    health = await _get(f"{url}/health")
+    return health if health["status"] == "degraded" else None
+
+
+async def _text(url: str) -> str:
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url) as r:
+            return await r.text()
 
 
 async def test_startup_failures_exit_with_a_message_and_free_the_data_directory(tmp_path: Path) -> None:

@@ -373,3 +373,24 @@ def test_a_store_left_open_does_not_keep_the_process_alive(tmp_path: Path) -> No
             await store.close()
 
     assert asyncio.run(count()) == 1
+
+
+async def test_a_store_cut_short_is_refused_at_the_open_and_a_sound_one_passes_the_full_check(tmp_path: Path) -> None:
+    from tickflow.store.trades import open_for_check, quick_check
+
+    path = tmp_path / "trades.sqlite"
+    store = await TradeStore.open(str(path))
+    await store.insert([trade(i) for i in range(1, 3001)])
+    await store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db = open_for_check(str(path))
+    try:
+        assert quick_check(db) is None
+    finally:
+        db.close()
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-4096])  # a copy that stopped short of its last page: the header is whole
+    with pytest.raises(sqlite3.DatabaseError) as refused:
+        await TradeStore.open(str(path))
+    assert refused.value.sqlite_errorname == "SQLITE_CORRUPT"  # what a start sets aside as damaged

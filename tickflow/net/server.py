@@ -168,6 +168,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="close a WebSocket that neither signs in nor subscribes within this long, with 1008 "
                         "(default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
+
+    # Issue 26: the one way past a trade store the log can no longer rebuild (store/recovery.py).
+    p.add_argument("--accept-history-gap", action="store_true",
+                   help="start even when trades.sqlite is missing, damaged or behind every snapshot and the log "
+                        "no longer holds the records before them: start from the newest snapshot, and record that "
+                        "the history before it is missing from SQLite (the start refuses without this)")
+
     args = p.parse_args(argv)
     if args.max_anonymous_websockets is None:
         args.max_anonymous_websockets = default_max_anonymous(args.max_websockets)
@@ -348,7 +355,8 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
                    "the port trades, cancels and reads fills as any account (--open-accounts)")
         log.warning("%s", warning)
     started = await start_exchange(data, args.durability, args.ws_buffer, stack, snapshot_every=args.snapshot_every,
-                                   keep_snapshots=args.keep_snapshots, segment_bytes=args.segment_bytes)
+                                   keep_snapshots=args.keep_snapshots, segment_bytes=args.segment_bytes,
+                                   accept_history_gap=args.accept_history_gap)
     service, recovery = started.service, started.recovery
     if not symbols and not service.order_symbols:
         raise StartupError("no symbols: name at least one with --symbols")

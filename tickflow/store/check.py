@@ -9,7 +9,10 @@ Each segment is read once and replayed in memory: checking never changes it (a s
 tail). A bad record in a sealed segment, or a missing segment, is corruption (exit status 1).
 
 Every snapshot in the data directory is checked too: that it verifies, and that it and the records after
-it give the state the whole log gives (a line each; exit status 1 for one a start would refuse).
+it give the state the whole log gives (a line each; exit status 1 for one a start would refuse). And the
+trade store, trades.sqlite: SQLite's full integrity check (which a start leaves to the background), its
+watermarks, and whether a start could bring it in line with the log (exit status 1 where a start would
+refuse: a store behind every snapshot, or missing or damaged, once the log no longer begins at seq 1).
 
 `--upgrade` gives a log written before tickflow logs had a header its header, once it replays with the
 header; it takes the data directory's lock, so never while a server uses it."""
@@ -26,8 +29,9 @@ from pathlib import Path
 from tickflow.core.engine import Engine
 from tickflow.core.snapshot import BadState, restore, state_hash
 from tickflow.store import snapshots
-from tickflow.store.datadir import LOCK_FILE, WAL_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
-from tickflow.store.recovery import Recovery, recover
+from tickflow.store.datadir import LOCK_FILE, TRADES_FILE, WAL_FILE, DataDirBusy, NotWritable, check_writable, how_to_fix, lock_data_dir
+from tickflow.store.recovery import HistoryGap, HistoryGapRefused, Recovery, recover
+from tickflow.store import trades
 from tickflow.store.log import segments
 from tickflow.store.log.segments import MissingSegment, SegmentedLog
 from tickflow.store.log.upgrade import add_header
@@ -146,6 +150,51 @@ def _whole_log(data: Path, first_seq: int) -> tuple[SegmentedLog, Engine, int | 
                                     "records before it")
 
 
+def _check_store(data: Path, log_first_seq: int) -> tuple[str, bool]:
+    """Lines on the trade store: its integrity, its watermarks, and whether a start would refuse it."""
+    path = data / TRADES_FILE
+    rebuilt = "a start re-derives it from the log" if log_first_seq == 1 else ""
+    if not path.exists():
+        found = "trades.sqlite: none"
+        trades_after = orders_after = 0
+    else:
+        try:
+            db = trades.open_for_check(str(path))
+            try:
+                damage = trades.quick_check(db)
+                if damage is None:
+                    stored, count = db.execute("SELECT COALESCE(MAX(trade_id), 0), COUNT(*) FROM trades").fetchone()
+                    orders_after = db.execute(trades.ORDERS_SEQ_SQL).fetchone()[0]
+                    gaps = db.execute("SELECT name FROM sqlite_master WHERE name = 'history_gaps'").fetchone()
+                    missing = db.execute(trades.MISSING_TRADES_SQL).fetchone()[0] if gaps else 0
+            finally:
+                db.close()
+        except Exception as e:  # sqlite3.Error, and anything else an unreadable file raises
+            damage = str(e)
+        if damage is not None:
+            if log_first_seq == 1:
+                return f"trades.sqlite: DAMAGED ({damage}): a start sets it aside and rebuilds it from the log", False
+            return (f"trades.sqlite: DAMAGED ({damage}), and the log begins at seq {log_first_seq}: a start refuses; "
+                    f"restore {TRADES_FILE} from a backup, or start with --accept-history-gap"), True
+        trades_after = stored if count + missing == stored else 0
+        found = (f"trades.sqlite: integrity ok; trades up to id {stored}, orders finished up to seq {orders_after}"
+                 + (f", {missing} trades in accepted history gaps" if missing else ""))
+    newest: HistoryGap | None = None
+    for snapshot_path in snapshots.on_disk(data):
+        try:
+            snapshot = snapshots.read(snapshot_path)
+            trades_upto = snapshot.state().next_trade_id - 1
+        except snapshots.SnapshotError:
+            continue
+        if trades_after >= trades_upto and orders_after >= snapshot.seq:
+            return f"{found}; a start uses {snapshot_path.name}", False
+        newest = newest or HistoryGap(snapshot_path.name, snapshot.seq, trades_after, trades_upto, orders_after,
+                                      log_first_seq)
+    if newest is None or log_first_seq == 1:
+        return f"{found}; {rebuilt or 'a start brings it in line with the log'}", False
+    return f"{found}\nrefused at start: {HistoryGapRefused(newest)}", True
+
+
 def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="tickflow log", description=__doc__)
     p.add_argument("--data", default="tickflow-data", help="data directory holding the log's segments")
@@ -197,6 +246,9 @@ def _main(argv: list[str]) -> int:
         line, refuses = _check_snapshot(snapshot_path, data, full_hash)
         print(line)
         refused |= refuses
+    line, refuses = _check_store(data, found[0].first_seq)
+    print(line)
+    refused |= refuses
     if refused:
         return 1
     if cut is not None:

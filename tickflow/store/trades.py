@@ -4,7 +4,8 @@ one reads it here).
 
 SQLite is a copy, not the source of truth: trades and finished orders are re-derived from the log on
 replay, so inserts are idempotent (on trade_id, order_id) and `synchronous=NORMAL` is enough (a power cut
-can lose the last commits, which the next replay puts back). Trades need no watermark (their ids run
+can lose the last commits, which the next replay puts back, as long as the log segments holding them are
+there: `sync_files` makes the commits durable before a snapshot lets those segments go). Trades need no watermark (their ids run
 1, 2, 3, ...); finished orders have one, `orders_seq`: every order closed by a record up to it is here.
 It is written in the same transaction as the rows it covers.
 
@@ -17,12 +18,15 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import time
+from pathlib import Path
 from typing import Any, AsyncIterator, Final
 
 import aiosqlite
 import msgspec
 
 from tickflow.core.types import OrderState, Trade
+from tickflow.store.datadir import sync_dir
 
 CREATE_TABLE: Final = """
 CREATE TABLE IF NOT EXISTS trades (
@@ -149,6 +153,20 @@ MAX_ORDERS_READ: Final = 256
 ORDERS_SEQ_SQL: Final = "SELECT COALESCE(MAX(seq), 0) FROM watermarks WHERE name = 'orders'"
 SET_ORDERS_SEQ_SQL: Final = "INSERT OR REPLACE INTO watermarks (name, seq) VALUES ('orders', ?)"
 
+CREATE_GAPS: Final = """
+CREATE TABLE IF NOT EXISTS history_gaps (
+    trades_after INTEGER NOT NULL,
+    trades_upto  INTEGER NOT NULL,
+    orders_after INTEGER NOT NULL,
+    orders_upto  INTEGER NOT NULL,
+    snapshot     TEXT    NOT NULL,
+    accepted_ms  INTEGER NOT NULL
+)"""
+"""History a start was told to go on without (`serve --accept-history-gap`): the trades with ids in
+(trades_after, trades_upto] and the orders finished by records in (orders_after, orders_upto] are not here."""
+INSERT_GAP_SQL: Final = "INSERT INTO history_gaps VALUES (?, ?, ?, ?, ?, ?)"
+MISSING_TRADES_SQL: Final = "SELECT COALESCE(SUM(trades_upto - trades_after), 0) FROM history_gaps"
+
 COUNT_SQL: Final = "SELECT COUNT(*) FROM trades"
 MAX_TRADE_ID_SQL: Final = "SELECT COALESCE(MAX(trade_id), 0) FROM trades"
 
@@ -165,6 +183,38 @@ def _connect(path: str) -> aiosqlite.Connection:
     if thread is not None:
         thread.daemon = True
     return connection
+
+
+QUICK_CHECK_SQL: Final = "PRAGMA quick_check(1)"
+
+
+def sync_files(path: str) -> None:
+    """Make every commit the store has made durable: fsync its `-wal` (the commits since the last
+    checkpoint; synchronous=NORMAL leaves them to the page cache), the file itself (the pages a
+    checkpoint copied in), and their directory (a `-wal` made since the last sync is only an entry in
+    it). Blocking: run it in a thread. OSError if a sync fails."""
+    for part in (f"{path}-wal", path):
+        try:
+            fd = os.open(part, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:  # no -wal: every commit is checkpointed into the file
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    sync_dir(Path(path).absolute().parent)
+
+
+def open_for_check(path: str) -> sqlite3.Connection:
+    """A read-only connection for `quick_check`, usable from another thread (to interrupt it)."""
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+
+
+def quick_check(db: sqlite3.Connection) -> str | None:
+    """What SQLite's quick_check finds wrong with the database of `db` (its first problem), or None when it
+    is sound. It reads every page, so its time grows with the file: run it off the start's path."""
+    rows = db.execute(QUICK_CHECK_SQL).fetchall()
+    return None if [tuple(r) for r in rows] == [("ok",)] else str(rows[0][0])
 
 
 _encode_state = msgspec.msgpack.Encoder().encode
@@ -191,8 +241,12 @@ class TradeStore:
         self._insert_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: str) -> TradeStore:
-        """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database."""
+    async def open(cls, path: str, *, full_check: bool = False) -> TradeStore:
+        """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database.
+
+        Only what costs the same for any size of file is checked here (the header, the schema, and, by
+        SQLite itself, the file's length against its page count); `full_check` adds `PRAGMA quick_check`, which reads every page and
+        so grows with the history: a running server does it in the background (`quick_check`)."""
         if path != ":memory:" and not os.path.lexists(path):
             # Made here, only its owner's (SQLite would make it 0644, and its -wal and -shm take its mode):
             # every account's trades are in it. Anything wrong with the place is for SQLite to say.
@@ -200,9 +254,14 @@ class TradeStore:
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         write = await _connect(path)
         try:
-            rows = await write.execute_fetchall("PRAGMA quick_check(1)")
-            if [tuple(r) for r in rows] != [("ok",)]:
-                raise sqlite3.DatabaseError(f"integrity check: {list(rows)[0][0]}")
+            if full_check:
+                rows = await write.execute_fetchall(QUICK_CHECK_SQL)
+                if [tuple(r) for r in rows] != [("ok",)]:
+                    raise sqlite3.DatabaseError(f"integrity check: {list(rows)[0][0]}")
+            else:
+                # Reads the header and the schema; SQLite refuses here a file shorter than its header's page
+                # count (a copy cut short) as malformed.
+                await write.execute_fetchall("SELECT COUNT(*) FROM sqlite_master")
             await write.execute("PRAGMA journal_mode=WAL")
             await write.execute("PRAGMA synchronous=NORMAL")
             # A batch is one multi-row INSERT, so SQLite keeps a statement journal of every page it
@@ -212,6 +271,7 @@ class TradeStore:
             await write.execute(CREATE_TABLE)
             await write.execute(CREATE_ORDERS)
             await write.execute(CREATE_WATERMARKS)
+            await write.execute(CREATE_GAPS)
             for sql in (*CREATE_INDEXES, *ACCOUNT_INDEXES):
                 await write.execute(sql)
             await write.commit()
@@ -271,6 +331,18 @@ class TradeStore:
                 await db.executemany(INSERT_ORDERS_SQL, [order_row(o) for o in orders])
             if orders_seq is not None:
                 await db.execute(SET_ORDERS_SEQ_SQL, (orders_seq,))
+
+    async def record_gap(self, trades_after: int, trades_upto: int, orders_after: int, orders_upto: int,
+                         snapshot: str) -> None:
+        """Say, in the store, that its history lacks these trades and finished orders for good."""
+        async with self._writing() as db:
+            await db.execute(INSERT_GAP_SQL, (trades_after, trades_upto, orders_after, orders_upto, snapshot,
+                                              int(time.time() * 1000)))
+
+    async def missing_trades(self) -> int:
+        """How many trade ids the recorded history gaps account for."""
+        rows = await self._read.execute_fetchall(MISSING_TRADES_SQL)
+        return int(next(iter(rows))[0])
 
     async def orders_seq(self) -> int:
         """Every order closed by a record up to this seq is stored (0: none known)."""

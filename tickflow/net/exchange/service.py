@@ -22,6 +22,7 @@ from tickflow.net.exchange.fanout import Feed, Subscriber
 from tickflow.net.exchange.sequencer import BadCommand, Durability, Sequencer, SequencerStopped
 from tickflow.net.exchange.stats import Stats
 from tickflow.net.exchange.snapshotter import Snapshotter
+from tickflow.net.exchange.store_check import StoreCheck
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.recovery import Recovery
 from tickflow.store.trades import TradeStore
@@ -68,6 +69,8 @@ class ExchangeMetrics:
     snapshot_age_seconds: float = 0.0
     snapshots_taken: int = 0
     snapshot_failures: int = 0
+    store_check_failures: int = 0
+    """Background integrity checks of the trade store that found it damaged (0 or 1 per run)."""
 
 
 class ExchangeService:
@@ -75,7 +78,7 @@ class ExchangeService:
 
     def __init__(self, engine: Engine, sequencer: Sequencer, feed: Feed, store: TradeStore,
                  trade_writer: TradeWriter, snapshotter: Snapshotter | None = None,
-                 recovery: Recovery | None = None) -> None:
+                 recovery: Recovery | None = None, store_check: StoreCheck | None = None) -> None:
         self._engine = engine
         self._sequencer = sequencer
         self._feed = feed
@@ -83,6 +86,7 @@ class ExchangeService:
         self._trade_writer = trade_writer
         self._snapshotter = snapshotter
         self._recovery = recovery
+        self._store_check = store_check
 
     # ------------------------------------------------------------------ commands
 
@@ -259,8 +263,9 @@ class ExchangeService:
 
     @property
     def trade_store_error(self) -> str | None:
-        """Why SQLite is not taking trades, while it is not (orders still flow)."""
-        return self._trade_writer.error
+        """Why SQLite is not taking trades, while it is not, or why it is damaged (orders still flow)."""
+        check = self._store_check
+        return self._trade_writer.error or (check.error if check is not None else None)
 
     @property
     def recovery(self) -> dict[str, Any]:
@@ -289,7 +294,8 @@ class ExchangeService:
             snapshot_age_records=self._sequencer.seq - (snapshotter.last_seq if snapshotter else 0),
             snapshot_age_seconds=time.time() - snapshotter.last_time if snapshotter else 0.0,
             snapshots_taken=snapshotter.taken if snapshotter else 0,
-            snapshot_failures=snapshotter.failures if snapshotter else 0)
+            snapshot_failures=snapshotter.failures if snapshotter else 0,
+            store_check_failures=self._store_check.failures if self._store_check else 0)
 
     # ------------------------------------------------------------------ the feed
 
@@ -318,6 +324,8 @@ class ExchangeService:
     async def stop(self) -> None:
         """The sequencer first (it finishes the batch in flight), then the trades it handed over, then a
         snapshot of where it stopped (the next start replays nothing)."""
+        if self._store_check is not None:
+            await self._store_check.stop()
         await self._sequencer.stop()
         await self._trade_writer.stop()
         if self._snapshotter is not None and not self._sequencer.failed:

@@ -3,7 +3,8 @@
 Every `every` records the sequencer, between two batches, forks. The child holds a copy-on-write image
 of the engine at that batch's seq: it encodes it, writes and fsyncs a temporary file, and exits; the
 parent goes on matching at once, paying only the fork. Once the child is done, the parent waits until
-the log is durable up to that seq and SQLite holds its trades, then renames the file into place (and
+the log is durable up to that seq and SQLite holds its trades, fsyncs SQLite's files (so a power cut
+cannot take from SQLite what only the deleted segments could give back), then renames the file into place (and
 fsyncs the directory), deletes the snapshots beyond the newest `keep`, and then the log segments whose
 records are all at or before the oldest snapshot kept (a thread does the disk work). A snapshot is so never ahead
 of the durable log, and the records before it are never needed to rebuild SQLite. A failed snapshot
@@ -26,7 +27,6 @@ from pathlib import Path
 from tickflow.core.engine import Engine
 from tickflow.core.snapshot import capture
 from tickflow.store import snapshots
-from tickflow.store.datadir import TRADES_FILE, sync_dir
 from tickflow.store.log import segments
 
 log = logging.getLogger("tickflow")
@@ -44,7 +44,7 @@ class Snapshotter:
 
     def __init__(self, directory: Path, engine: Engine, *, every: int = SNAPSHOT_EVERY, keep: int = KEEP_SNAPSHOTS,
                  first_ts: Callable[[], int | None], durable: Callable[[int], Awaitable[None]],
-                 last_seq: int = 0) -> None:
+                 history_durable: Callable[[], None] | None = None, last_seq: int = 0) -> None:
         self.directory = directory
         self.engine = engine
         self.every = every
@@ -52,6 +52,9 @@ class Snapshotter:
         self.first_ts = first_ts
         self.durable = durable
         """Waits until the log is durable and SQLite holds the trades up to a seq."""
+        self.history_durable = history_durable
+        """Makes what SQLite holds durable (blocking, so run in a thread): once a snapshot is published the
+        segments before it may go, and with them the records that could re-derive SQLite's last commits."""
         self.last_seq = last_seq
         """The seq of the newest snapshot on disk (or the one recovery started from)."""
         self.last_time = time.time()
@@ -94,6 +97,8 @@ class Snapshotter:
             return
         try:
             await self.durable(seq)
+            if self.history_durable is not None:
+                await loop.run_in_executor(None, self.history_durable)
             await loop.run_in_executor(None, snapshots.publish, temporary)
         except Exception as e:  # a log that failed, SQLite that never caught up, a full disk
             _discard(temporary)
@@ -115,7 +120,6 @@ class Snapshotter:
         if not kept:
             return
         oldest = snapshots.NAME.match(kept[-1].name)
-        _trades_durable(self.directory)
         for path in segments.retire(self.directory, int(oldest.group(1)) if oldest else 0):
             log.info("deleted log segment %s: every record in it is before the snapshots kept", path.name)
 
@@ -145,33 +149,19 @@ class Snapshotter:
                         trades_flushed, seq)
             return
         try:
+            if self.history_durable is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.history_durable)
             data = snapshots.encode(seq, log_offset, self.first_ts(), capture(self.engine))
             snapshots.publish(snapshots.write_temporary(self.directory, seq, data))
         except OSError as e:
             snapshots.remove_temporaries(self.directory)
-            self._failed(seq, f"cannot write the snapshot at a clean stop: {e}")
+            self._failed(seq, f"cannot sync SQLite or write the snapshot at a clean stop: {e}")
             return
         self._published(seq)
         try:
             self._retire()
         except OSError as e:
             log.error("deleting old snapshots or log segments failed: %s", e)
-
-
-def _trades_durable(directory: Path) -> None:
-    """fsync the trade store's files and their directory. SQLite runs with synchronous=NORMAL: its
-    last commits may be in the page cache only, and a replay puts them back only while the log segments
-    that hold their records are there; so they are made durable before any segment is deleted."""
-    for name in (f"{TRADES_FILE}-wal", TRADES_FILE):
-        try:
-            fd = os.open(directory / name, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    sync_dir(directory)
 
 
 def _discard(path: Path) -> None:

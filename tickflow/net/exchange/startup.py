@@ -17,13 +17,14 @@ from tickflow.net.exchange.mirror import RECENT_TRADES
 from tickflow.net.exchange.sequencer import Durability, Sequencer
 from tickflow.net.exchange.service import ExchangeService
 from tickflow.net.exchange.snapshotter import KEEP_SNAPSHOTS, SNAPSHOT_EVERY, Snapshotter
+from tickflow.net.exchange.store_check import StoreCheck, marker_path
 from tickflow.net.exchange.trade_writer import TradeWriter
 from tickflow.store.datadir import TRADES_FILE, how_to_fix
-from tickflow.store.log.segments import MIN_SEGMENT_BYTES, SEGMENT_BYTES, SegmentedLog, current_path
+from tickflow.store.log.segments import MIN_SEGMENT_BYTES, SEGMENT_BYTES, SegmentedLog, current_path, listing
 from tickflow.store.log.wal import CorruptLog, LogError, OsFileOps
-from tickflow.store.recovery import Recovery, recover_directory
+from tickflow.store.recovery import HistoryGapRefused, Recovery, recover_directory
 from tickflow.store.snapshots import SnapshotError
-from tickflow.store.trades import TradeStore
+from tickflow.store.trades import TradeStore, sync_files
 
 log = logging.getLogger("tickflow")
 __all__ = ["MIN_SEGMENT_BYTES", "SEGMENT_BYTES", "StartupError", "Started", "start_exchange"]
@@ -48,8 +49,10 @@ class Started:
 
 async def start_exchange(data: Path, durability: Durability | str, ws_buffer: int,
                          stack: contextlib.AsyncExitStack, *, snapshot_every: int = SNAPSHOT_EVERY,
-                         keep_snapshots: int = KEEP_SNAPSHOTS, segment_bytes: int = SEGMENT_BYTES) -> Started:
-    """Recover the exchange in `data` (locked by the caller) and start it; `stack` stops and closes it."""
+                         keep_snapshots: int = KEEP_SNAPSHOTS, segment_bytes: int = SEGMENT_BYTES,
+                         accept_history_gap: bool = False) -> Started:
+    """Recover the exchange in `data` (locked by the caller) and start it; `stack` stops and closes it.
+    `accept_history_gap`: start even when SQLite lacks history the log no longer holds (recovery.py)."""
     try:
         wal_path = current_path(data)
     except CorruptLog as e:
@@ -60,10 +63,11 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
     except OSError as e:
         raise StartupError(f"cannot open the log {wal_path} to read and append to it: {e.strerror or e}. "
                            f"{how_to_fix(e)}") from None
-    store = await _open_store(data / TRADES_FILE)
+    full_check = marker_path(data / TRADES_FILE).exists()
+    store = await _open_store(data / TRADES_FILE, full_check, accept_history_gap)
     stack.push_async_callback(store.close)
     try:
-        wal, engine, recovery = await _recover(wal_path, store, data, segment_bytes)
+        wal, engine, recovery = await _recover(wal_path, store, data, segment_bytes, accept_history_gap)
     except sqlite3.Error as e:  # a full disk, an I/O error, a trigger: while SQLite was brought in line
         raise StartupError(f"the trade store {data / TRADES_FILE} failed while it was brought in line with the "
                            f"log: {e}. The log is as it was: free space or mend the store (or move it aside, to "
@@ -99,16 +103,22 @@ async def start_exchange(data: Path, durability: Durability | str, ws_buffer: in
 
     snapshotter = Snapshotter(data, engine, every=snapshot_every, keep=keep_snapshots,
                               first_ts=lambda: sequencer.log_started, durable=durable,
+                              history_durable=lambda: sync_files(str(data / TRADES_FILE)),
                               last_seq=recovery.snapshot_seq)
     sequencer.after_batch = snapshotter.after_batch
-    service = ExchangeService(engine, sequencer, feed, store, writer, snapshotter, recovery)
+    check = StoreCheck(data / TRADES_FILE)
+    service = ExchangeService(engine, sequencer, feed, store, writer, snapshotter, recovery, check)
     await sequencer.start()
     writer.start()
     stack.push_async_callback(service.stop)
+    if full_check:
+        marker_path(data / TRADES_FILE).unlink(missing_ok=True)  # checked whole at the open, or set aside
+    else:
+        check.start()
     return Started(service, recovery)
 
 
-async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes: int
+async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes: int, accept_history_gap: bool
                    ) -> tuple[SegmentedLog, Engine, Recovery]:
     """The log's engine, from the newest usable snapshot and the records after it; then SQLite made to
     hold exactly the log's trades."""
@@ -116,7 +126,8 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes:
     # Trade ids run 1, 2, 3, ...: a store holding fewer rows than its highest id has gaps (a failed
     # write, a hand edit), and then every trade is offered again; otherwise only those after it.
     stored_count = await store.count()
-    stored_whole = stored_count == stored
+    # An accepted gap is no hole (>=: a gap accepted over a store that had holes counts some ids twice).
+    stored_whole = stored_count + await store.missing_trades() >= stored
     if not stored_whole:
         log.warning("the trade store has gaps (%d trades, highest id %d): re-inserting every trade from the log",
                     stored_count, stored)
@@ -125,13 +136,16 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes:
     orders_seq = await store.orders_seq()
     try:
         wal, engine, recovery = recover_directory(data, keep_trades_after=after, keep_closed_after_seq=orders_seq,
-                                                  segment_bytes=segment_bytes)
-    except (CorruptLog, SnapshotError) as e:
+                                                  segment_bytes=segment_bytes, accept_history_gap=accept_history_gap)
+    except (CorruptLog, SnapshotError, HistoryGapRefused) as e:
         raise StartupError(str(e)) from None
     except LogError as e:  # e.g. no space for a new log's header
         raise StartupError(f"cannot start the log: {e}; free space (or mend the device) and start again") from None
     except OSError as e:
         raise StartupError(f"cannot read, repair or sync the log {wal_path}: {e.strerror or e}") from None
+    gap = recovery.history_gap
+    if gap is not None:  # before any row after it, so the next start knows the hole is meant
+        await store.record_gap(gap.trades_after, gap.trades_upto, gap.orders_after, gap.upto_seq, gap.snapshot)
     # A cut tail is worth a warning even in --quiet; a clean replay is routine.
     log.log(logging.WARNING if recovery.cut else logging.INFO, "%s", recovery)
     last_trade = engine.next_trade_id - 1
@@ -165,15 +179,25 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes:
     return wal, engine, recovery
 
 
-async def _open_store(path: Path) -> TradeStore:
-    """The trade store; a damaged one is set aside and rebuilt, since the log holds every trade."""
+async def _open_store(path: Path, full_check: bool, accept_history_gap: bool) -> TradeStore:
+    """The trade store; a damaged one is set aside and rebuilt, since the log holds every trade (unless the
+    log no longer begins at seq 1: then only with `accept_history_gap`). Checked whole (`full_check`) only
+    when a background check of the last run found it damaged."""
     try:
-        return await TradeStore.open(str(path))
+        return await TradeStore.open(str(path), full_check=full_check)
     except sqlite3.Error as e:
         damaged = getattr(e, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or \
             str(e).startswith("integrity check")
         if not damaged:  # a full disk, a directory in the way, no permission: nothing to rebuild from here
             raise StartupError(f"cannot open the trade store {path}: {e}") from None
+        found = listing(path.parent)
+        if found and found[0].first_seq > 1 and not accept_history_gap:
+            raise StartupError(
+                f"the trade store {path} is damaged ({e}), and the log begins at seq {found[0].first_seq} (the "
+                "segments before it were deleted behind snapshots), so it cannot be rebuilt from the log; nothing "
+                f"was changed. Restore {path.name} (with its -wal file, if any) from a backup and start again; or "
+                "start with --accept-history-gap to set the damaged store aside and start a new one from the "
+                "newest snapshot on: the history before that snapshot will be missing from history queries")
         aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
         for suffix in ("", "-wal", "-shm"):
             part = Path(f"{path}{suffix}")

@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tickflow.core.engine import Engine  # noqa: E402
 from tickflow.core.orders import finished  # noqa: E402
 from tickflow.core.snapshot import capture  # noqa: E402
-from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record  # noqa: E402
+from tickflow.core.types import AddSymbol, Cancel, Command, NewOrder, Record, Rules  # noqa: E402
+from tickflow.net.wire.limits import IDEMPOTENCY_WINDOW, MAX_OPEN_ORDERS  # noqa: E402
 from tickflow.demo import ServerProcess  # noqa: E402
 from tickflow.store import snapshots  # noqa: E402
 from tickflow.store import trades  # noqa: E402
@@ -48,11 +49,15 @@ from tickflow.store.log.wal import FILE_HEADER, frame  # noqa: E402
 
 SYMBOL = "ACME"
 SNAPSHOT = snapshots.NAME
-T0 = 1_700_000_000_000
+T0 = time.time_ns() // 1_000_000 - 12 * 3_600_000
+"""The first record's stamp: records are a millisecond apart, so even 10M of them end hours before the
+server starts, and the clientOrderIds are inside its default idempotency window when it does."""
 
 
 def history(live: int, idempotent: int, churn: int):  # type: ignore[no-untyped-def]
-    """The commands, in order: the symbol, the live book, then the churn."""
+    """The commands, in order: the rules a default server logs (so it logs none), the symbol, the live book,
+    then the churn."""
+    yield Rules(MAX_OPEN_ORDERS, 0, IDEMPOTENCY_WINDOW)
     yield AddSymbol(SYMBOL)
     for i in range(live):
         buy = i % 2 == 1
@@ -133,7 +138,17 @@ def restart(data: Path) -> dict:
     status = Path(f"/proc/{server.proc.pid}/status").read_text()
     peak_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
     with urllib.request.urlopen(server.url + "/health", timeout=30) as response:
-        recovery = json.loads(response.read())["recovery"]
+        health = json.loads(response.read())
+    recovery = health["recovery"]
+    # The live state is what was built: the first order's clientOrderId is still remembered (a retry gets
+    # order 1 back and logs nothing), and the server logged no rules of its own.
+    retry = urllib.request.Request(server.url + "/orders", method="POST", headers={
+        "Authorization": "Bearer m0", "Content-Type": "application/json"}, data=json.dumps(
+        {"symbol": SYMBOL, "side": "sell", "price": 11_000, "qty": 10, "clientOrderId": "c0"}).encode())
+    with urllib.request.urlopen(retry, timeout=30) as response:
+        assert json.loads(response.read())["orderId"] == 1, "the clientOrderIds were not kept"
+    with urllib.request.urlopen(server.url + "/health", timeout=30) as response:
+        assert json.loads(response.read())["seq"] == health["seq"], "the retry or the rules were logged"
     server.stop()
     disk = sum(p.stat().st_size for p in data.iterdir()
                if p.name == WAL_FILE or SEGMENT.match(p.name) or p.name.startswith("snap-"))

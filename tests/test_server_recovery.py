@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -787,7 +788,8 @@ def test_tickflow_log_upgrade_refuses_at_once_where_it_cannot_write(tmp_path: Pa
     assert _files(data) == {"wal.log": old}
 
 
-@pytest.mark.parametrize("content", [os.urandom(5000), b"\0" * 100, b"hello, this is somebody's notes\n"])
+@pytest.mark.parametrize("content", [random.Random(790).randbytes(5000), b"\0" * 100,
+                                     b"hello, this is somebody's notes\n"], ids=["random", "zeros", "notes"])
 def test_tickflow_log_upgrade_refuses_a_file_that_is_no_old_log(tmp_path: Path, content: bytes) -> None:
     """Given the header, a foreign file would read as a torn first record, and the next start would cut it."""
     data = tmp_path / "data"

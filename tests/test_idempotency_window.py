@@ -107,6 +107,8 @@ async def test_after_the_window_a_reused_id_is_a_new_order_and_a_replay_forgets_
                 assert await _seq(s, server) == seq
             assert again["orderId"] != first["orderId"] and again["ts"] >= first["ts"] + WINDOW_MS
             assert await _post(s, server, "reuse-me") == again  # the new answer is the one remembered now
+            async with s.get(f"{server.url}/metrics") as r:
+                assert "\ntickflow_client_order_ids 1\n" in await r.text()  # the first is forgotten, not kept too
             server.extra = ["--idempotency-window", "24h"]
             server.restart(kill=True)
             assert await _seq(s, server) == again["seq"] + 1  # the new window is one more record

@@ -71,6 +71,8 @@ class ExchangeMetrics:
     snapshot_failures: int = 0
     store_check_failures: int = 0
     """Background integrity checks of the trade store that found it damaged (0 or 1 per run)."""
+    client_order_ids: int = 0
+    """clientOrderIds remembered (those inside the idempotency window)."""
 
 
 class ExchangeService:
@@ -295,7 +297,8 @@ class ExchangeService:
             snapshot_age_seconds=time.time() - snapshotter.last_time if snapshotter else 0.0,
             snapshots_taken=snapshotter.taken if snapshotter else 0,
             snapshot_failures=snapshotter.failures if snapshotter else 0,
-            store_check_failures=self._store_check.failures if self._store_check else 0)
+            store_check_failures=self._store_check.failures if self._store_check else 0,
+            client_order_ids=len(self._engine.idempotency))
 
     # ------------------------------------------------------------------ the feed
 

@@ -59,6 +59,8 @@ def render_metrics(gateway: Gateway) -> str:
         ("tickflow_snapshots_total", "counter", "snapshots written since start", exchange.snapshots_taken),
         ("tickflow_snapshot_failures_total", "counter", "snapshots that failed since start (retried later)",
          exchange.snapshot_failures),
+        ("tickflow_client_order_ids", "gauge", "clientOrderIds remembered, those inside the idempotency window",
+         exchange.client_order_ids),
         ("tickflow_trade_store_check_failures_total", "counter", "background integrity checks that found the trade "
          "store damaged since start", exchange.store_check_failures),
     ]

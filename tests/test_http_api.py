@@ -335,7 +335,7 @@ async def test_what_the_description_allows_is_taken(server: ServerProcess) -> No
 async def test_bodies_and_paths_the_server_cannot_read_are_refused_without_a_traceback(server: ServerProcess) -> None:
     u = server.url
     body = b'{"symbol":"ACME","side":"buy","price":7,"qty":1}'
-    head = b"POST /orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\n"
+    head = b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer alice\r\n"
     async with aiohttp.ClientSession() as s:
         _, before = await call(s, "GET", f"{u}/health")
         for encoding in (b"gzip", b"deflate"):  # says compressed, is not
@@ -365,7 +365,7 @@ async def test_bodies_and_paths_the_server_cannot_read_are_refused_without_a_tra
 
 async def _post_raw(port: int, body: bytes, *headers: bytes) -> tuple[int, dict[str, str], Any]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"POST /orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\nConnection: close\r\n"
+    writer.write(b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer alice\r\nConnection: close\r\n"
                  + b"".join(h + b"\r\n" for h in headers) + b"Content-Length: %d\r\n\r\n" % len(body) + body)
     answer = await asyncio.wait_for(reader.read(), 10)
     writer.close()
@@ -414,7 +414,7 @@ async def test_requests_that_are_not_http_are_logged_a_few_at_a_time(tmp_path: A
     try:
         for i in range(40):
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: -%d\r\n\r\n" % i)
+            writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -%d\r\n\r\n" % i)
             answer = await asyncio.wait_for(reader.read(), 10)
             writer.close()
             assert answer.startswith(b"HTTP/1.") and b" 400 " in answer.split(b"\r\n", 1)[0]
@@ -459,7 +459,7 @@ async def test_a_body_that_never_finishes_arriving_gets_a_408_and_the_connection
     server = ServerProcess(tmp_path / "data", extra=["--body-timeout", "0.5"]).start()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(b"POST /orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\n"
+        writer.write(b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer alice\r\n"
                      b"Content-Length: 60\r\n\r\n{\"symbol\": \"ACME\"")  # and then nothing
         await writer.drain()
         answer = await asyncio.wait_for(reader.read(), 10)  # read() returns: the server closed it
@@ -480,7 +480,7 @@ async def test_an_idle_connection_is_closed_after_the_idle_timeout_but_a_websock
         async with aiohttp.ClientSession() as s, s.ws_connect(f"{server.ws_url}?token=alice") as ws:
             silent_reader, silent = await asyncio.open_connection("127.0.0.1", server.port)  # never sends a byte
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")  # one request, then silence
+            writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # one request, then silence
             assert await asyncio.wait_for(silent_reader.read(), 10) == b""  # read() returns: closed
             answer = await asyncio.wait_for(reader.read(), 10)
             assert answer.startswith(b"HTTP/1.1 200 "), answer
@@ -489,7 +489,7 @@ async def test_an_idle_connection_is_closed_after_the_idle_timeout_but_a_websock
             # Slow headers (slowloris): a line every 0.2 s keeps the socket busy but never finishes a
             # request, and the idle timeout still closes it, counted from the connection's start.
             slow_reader, slow = await asyncio.open_connection("127.0.0.1", server.port)
-            slow.write(b"POST /orders HTTP/1.1\r\nHost: x\r\n")
+            slow.write(b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             started = asyncio.get_running_loop().time()
             closed = False
             while not closed and asyncio.get_running_loop().time() - started < 10:
@@ -534,10 +534,10 @@ async def test_a_wrong_method_says_which_are_allowed_and_an_unknown_route_is_404
 
 
 async def test_requests_that_are_not_http_get_a_400_and_no_traceback(server: ServerProcess) -> None:
-    requests = [b"FOO /orders HTTP/1.1\r\nHost: x\r\n\r\n",
-                b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
-                b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n",
-                b"POST /orders HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"]
+    requests = [b"FOO /orders HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n",
+                b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n"]
     for raw in requests:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         writer.write(raw)

@@ -30,7 +30,7 @@ from tickflow.net.gateway.ratelimit import MAX_ORDER_RATE, OrderRate
 from tickflow.net.wire.limits import IDEMPOTENCY_WINDOW, MAX_IDEMPOTENCY_WINDOW, MAX_OPEN_ORDERS
 from tickflow.net.gateway.context import BODY_TIMEOUT, MAX_WEBSOCKETS, Gateway
 from tickflow.net.gateway.room import AUTH_TIMEOUT, MAX_PER_ACCOUNT, Room, default_max_anonymous
-from tickflow.net.gateway.security import origin_argument
+from tickflow.net.gateway.security import allowed_host_argument, host_name, origin_argument
 from tickflow.net.wire.args import port_number
 from tickflow.net.wire.limits import SYMBOL_PATTERN
 from tickflow.net.wire.tokens import TokensError, read_tokens
@@ -89,6 +89,12 @@ def _duration_ms(text: str) -> int:
     return int(number) * _UNITS[unit]
 
 
+def _allowed_hosts(names: list[str], listen_host: str) -> frozenset[str]:
+    """`--allow-host`, and the name `--host` gives (its clients reach it by that name)."""
+    own = host_name(listen_host)
+    return frozenset(names) | ({own} if own else set())
+
+
 def _segment_bytes(text: str) -> int:
     if not text.strip().isdigit() or not MIN_SEGMENT_BYTES <= int(text) <= 1 << 40:
         raise argparse.ArgumentTypeError(f"{text} is not a number of bytes from {MIN_SEGMENT_BYTES} to 2**40")
@@ -122,6 +128,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--allow-origin", action="append", default=[], type=origin_argument, metavar="ORIGIN",
                    help="a web origin (scheme://host[:port]) whose pages may open the WebSocket, besides the "
                         "server's own; repeatable")
+    p.add_argument("--allow-host", action="append", default=[], type=allowed_host_argument, metavar="NAME",
+                   help="a host name requests may reach the server by (its Host header), besides its addresses, "
+                        "localhost and the name --host gives; repeatable; * for any. Other names are refused (403): "
+                        "DNS rebinding would let a web page reach the server by a name of its own")
     p.add_argument("--web", help="directory of the browser page (default: the web/ beside the package)")
     p.add_argument("--ws-buffer", type=_positive_int, default=BUFFER_MESSAGES, metavar="N",
                    help="messages a WebSocket subscriber may fall behind before it is resynced")
@@ -364,13 +374,15 @@ async def _serve_locked(args: argparse.Namespace, data: Path, symbols: list[str]
         log.warning("stopped during start-up, before listening")
         return 0
     listen(sockets, f"{args.host}:{args.port}")
-    await service.set_rules(args.max_open_orders, args.price_band, args.idempotency_window)  # in force before the first book opens
+    # In force before the first book opens.
+    await service.set_rules(args.max_open_orders, args.price_band, args.idempotency_window)
     for symbol in symbols:
         await service.add_symbol(symbol)
 
     gateway = Gateway(service, accounts, body_timeout=args.body_timeout, max_websockets=args.max_websockets,
                       room=Room(args.max_anonymous_websockets, args.max_websockets_per_account),
                       auth_timeout=args.auth_timeout, allowed_origins=frozenset(args.allow_origin), warning=warning,
+                      allowed_hosts=_allowed_hosts(args.allow_host, args.host),
                       order_rate=OrderRate(args.max_order_rate))
     if args.web:
         gateway.web_dir = Path(args.web)

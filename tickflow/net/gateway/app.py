@@ -7,7 +7,7 @@ from aiohttp import web
 from tickflow.net.gateway import market, orders
 from tickflow.net.gateway.context import GATEWAY, Gateway
 from tickflow.net.gateway.responses import errors
-from tickflow.net.gateway.security import add_headers
+from tickflow.net.gateway.security import add_headers, check_host
 from tickflow.net.gateway.static import serve_file
 from tickflow.net.gateway.websocket import websocket
 from tickflow.net.wire.limits import MAX_BODY
@@ -19,7 +19,7 @@ async def get_static(request: web.Request) -> web.StreamResponse:
 
 
 def make_app(gateway: Gateway) -> web.Application:
-    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[errors, check_host], client_max_size=MAX_BODY)
     app[GATEWAY] = gateway
     app.on_response_prepare.append(add_headers)  # the browser headers, on every answer
     r = app.router

@@ -39,6 +39,8 @@ class Gateway:
     """Seconds a WebSocket has to sign in or subscribe before it is closed."""
     allowed_origins: frozenset[str] = frozenset()
     """Web origins (`--allow-origin`) whose pages may open a WebSocket, besides the server's own."""
+    allowed_hosts: frozenset[str] = frozenset()
+    """Host names (`--allow-host`, lower case; `*`: any) requests may name, besides addresses and localhost."""
     warning: str | None = None
     """What /health warns of (open accounts on an address other machines can reach)."""
     sign_in_failures: SignInFailures = field(default_factory=SignInFailures)
@@ -50,7 +52,7 @@ class Gateway:
     """WebSockets past their handshake, to be closed when the server stops."""
     counters: dict[str, int] = field(
         default_factory=lambda: {"ws_messages": 0, "ws_refused": 0, "cancel_on_disconnect": 0, "ws_origin_refused": 0,
-                                 "ws_replies_too_large": 0, "ws_auth_timeouts": 0})
+                                 "ws_replies_too_large": 0, "ws_auth_timeouts": 0, "host_refused": 0})
     closing: bool = False
     """Set once the server is stopping: the WebSockets it closes then did not go away by themselves."""
     chores: set[asyncio.Task[Any]] = field(default_factory=set)

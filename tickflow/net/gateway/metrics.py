@@ -38,6 +38,8 @@ def render_metrics(gateway: Gateway) -> str:
          "WebSocket", gateway.sign_in_failures.total),
         ("tickflow_rate_limited_total", "counter", "order-entry requests refused for their account's order rate "
          "(429)", gateway.order_rate.refused),
+        ("tickflow_host_refused_total", "counter", "requests refused for the host they name (403: DNS rebinding)",
+         counters["host_refused"]),
         ("tickflow_websocket_origin_refused_total", "counter", "WebSocket upgrades refused for their Origin (403)",
          counters["ws_origin_refused"]),
         ("tickflow_websocket_answers_too_large_total", "counter", "WebSocket answers over the size one may be, "

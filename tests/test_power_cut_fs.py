@@ -26,6 +26,7 @@ from helpers.wait import until
 from test_power_cut import check_acknowledged, trade_until_killed
 
 from server_process import ServerProcess
+from tickflow.store.datadir import sync_dir
 
 pytestmark = pytest.mark.skipif(fuse_missing() is not None, reason=f"no FUSE here: {fuse_missing()}")
 
@@ -53,14 +54,6 @@ def _write(path: Path, data: bytes, *, sync: bool) -> None:
         os.close(fd)
 
 
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # ------------------------------------------------------------------ the tool itself
 
 
@@ -70,7 +63,7 @@ def test_a_cut_keeps_what_was_synced_and_nothing_else(disk: PowerCutMount) -> No
     _write(root / "unsynced", b"", sync=False)
     (root / "dir").mkdir()
     _write(root / "old", b"old", sync=True)
-    _sync_dir(root)  # the entries so far are durable, and the contents that were fsynced
+    sync_dir(root)  # the entries so far are durable, and the contents that were fsynced
     _write(root / "synced", b"+lost", sync=False)
     _write(root / "unsynced", b"lost", sync=False)
     _write(root / "dir" / "new", b"data", sync=True)  # the file synced, its directory never
@@ -89,7 +82,7 @@ def test_a_cut_keeps_what_was_synced_and_nothing_else(disk: PowerCutMount) -> No
     assert (root / "old").read_bytes() == b"old"
 
     _write(root / "log", b"synced|", sync=True)
-    _sync_dir(root)
+    sync_dir(root)
     _write(root / "log", b"0123456789", sync=False)
     disk.cut(seed=2, mode="torn")
     disk.start()
@@ -119,7 +112,7 @@ def _server_on(disk: PowerCutMount) -> ServerProcess:
     so the cut would take the whole directory with it)."""
     data = disk.mountpoint / "data"
     data.mkdir(mode=0o700)
-    _sync_dir(disk.mountpoint)
+    sync_dir(disk.mountpoint)
     return ServerProcess(data, durability="group", extra=SMALL)
 
 

@@ -57,7 +57,8 @@ async def test_a_rebound_name_is_refused_everywhere_and_nothing_is_logged(server
         for path in ("/health", "/", "/book/ACME", "/orders"):
             status, body = await _get(s, server, path, f"evil.example:{port}")
             assert status == 403 and "--allow-host" in body["error"], (path, body)
-        async with s.post(f"{server.url}/orders", headers={"Host": f"evil.example:{port}", "Authorization": "Bearer alice"},
+        rebound = {"Host": f"evil.example:{port}", "Authorization": "Bearer alice"}
+        async with s.post(f"{server.url}/orders", headers=rebound,
                           json={"symbol": "ACME", "side": "buy", "price": 100, "qty": 1}) as r:
             assert r.status == 403
             assert r.headers["X-Frame-Options"] == "DENY"  # the refusal carries the browser headers too

@@ -5,9 +5,9 @@ one reads it here).
 SQLite is a copy, not the source of truth: trades and finished orders are re-derived from the log on
 replay, so inserts are idempotent (on trade_id, order_id) and `synchronous=NORMAL` is enough (a power cut
 can lose the last commits, which the next replay puts back, as long as the log segments holding them are
-there: `sync_files` makes the commits durable before a snapshot lets those segments go). Trades need no watermark (their ids run
-1, 2, 3, ...); finished orders have one, `orders_seq`: every order closed by a record up to it is here.
-It is written in the same transaction as the rows it covers.
+there: `sync_files` makes the commits durable before a snapshot lets those segments go). Trades need no
+watermark (their ids run 1, 2, 3, ...); finished orders have one, `orders_seq`: every order closed by a
+record up to it is here. It is written in the same transaction as the rows it covers.
 
 The SQL lives in module constants so the benchmark runs exactly these statements with stdlib sqlite3.
 """
@@ -245,8 +245,9 @@ class TradeStore:
         """Open (or create) the store; sqlite3.DatabaseError if the file is not a sound SQLite database.
 
         Only what costs the same for any size of file is checked here (the header, the schema, and, by
-        SQLite itself, the file's length against its page count); `full_check` adds `PRAGMA quick_check`, which reads every page and
-        so grows with the history: a running server does it in the background (`quick_check`)."""
+        SQLite itself, the file's length against its page count); `full_check` adds `PRAGMA quick_check`,
+        which reads every page and so grows with the history: a running server does it in the background
+        (`quick_check`)."""
         if path != ":memory:" and not os.path.lexists(path):
             # Made here, only its owner's (SQLite would make it 0644, and its -wal and -shm take its mode):
             # every account's trades are in it. Anything wrong with the place is for SQLite to say.

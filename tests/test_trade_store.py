@@ -394,3 +394,43 @@ async def test_a_store_cut_short_is_refused_at_the_open_and_a_sound_one_passes_t
     with pytest.raises(sqlite3.DatabaseError) as refused:
         await TradeStore.open(str(path))
     assert refused.value.sqlite_errorname == "SQLITE_CORRUPT"  # what a start sets aside as damaged
+
+
+async def test_the_count_a_start_reads_stays_exact_through_every_write_and_a_hand_edit(tmp_path: Path) -> None:
+    """A start reads how many trades are stored (a store with fewer rows than its highest id has holes, and
+    every trade is offered again) from a count the database keeps, not by counting the rows."""
+    path = tmp_path / "trades.sqlite"
+    store = await TradeStore.open(str(path))
+    try:
+        await store.insert([trade(i) for i in range(1, 11)])
+        await store.insert([trade(i) for i in range(5, 16)])  # 5-10 again: skipped, not counted twice
+        assert await store.count() == 15
+        assert await store.delete_after(12) == 3
+        assert await store.count() == 12
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:  # an operator's hand edit
+        db.execute("DELETE FROM trades WHERE trade_id IN (3, 4)")
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT COUNT(*) FROM trades").fetchone()[0]
+    store = await TradeStore.open(str(path))
+    try:
+        assert await store.count() == rows == 10 and await store.max_trade_id() == 12  # the holes show
+    finally:
+        await store.close()
+
+
+async def test_a_store_made_before_the_count_is_counted_once_at_the_open(tmp_path: Path) -> None:
+    path = tmp_path / "trades.sqlite"
+    store = await TradeStore.open(str(path))
+    await store.insert([trade(i) for i in range(1, 8)])
+    await store.close()
+    with sqlite3.connect(path) as db:  # as an older tickflow left it
+        db.executescript("DROP TRIGGER trades_counted_in; DROP TRIGGER trades_counted_out; DROP TABLE counts;")
+    store = await TradeStore.open(str(path))
+    try:
+        assert await store.count() == 7
+        await store.insert([trade(8)])
+        assert await store.count() == 8
+    finally:
+        await store.close()

@@ -167,7 +167,18 @@ CREATE TABLE IF NOT EXISTS history_gaps (
 INSERT_GAP_SQL: Final = "INSERT INTO history_gaps VALUES (?, ?, ?, ?, ?, ?)"
 MISSING_TRADES_SQL: Final = "SELECT COALESCE(SUM(trades_upto - trades_after), 0) FROM history_gaps"
 
-COUNT_SQL: Final = "SELECT COUNT(*) FROM trades"
+COUNT_SQL: Final = "SELECT n FROM counts WHERE name = 'trades'"
+CREATE_COUNTS: Final = (
+    "CREATE TABLE IF NOT EXISTS counts (name TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+    # Kept by the database itself, so that any write (a hand edit too) keeps it exact: a start reads it
+    # rather than counting the rows, which would grow with the history.
+    "CREATE TRIGGER IF NOT EXISTS trades_counted_in AFTER INSERT ON trades "
+    "BEGIN UPDATE counts SET n = n + 1 WHERE name = 'trades'; END",
+    "CREATE TRIGGER IF NOT EXISTS trades_counted_out AFTER DELETE ON trades "
+    "BEGIN UPDATE counts SET n = n - 1 WHERE name = 'trades'; END",
+)
+"""The rows of `trades`, counted as they come and go (a store made before the count is counted once, at open)."""
+COUNT_ONCE_SQL: Final = "INSERT INTO counts (name, n) SELECT 'trades', COUNT(*) FROM trades"
 MAX_TRADE_ID_SQL: Final = "SELECT COALESCE(MAX(trade_id), 0) FROM trades"
 
 
@@ -272,6 +283,10 @@ class TradeStore:
             await write.execute(CREATE_TABLE)
             await write.execute(CREATE_ORDERS)
             await write.execute(CREATE_WATERMARKS)
+            for sql in CREATE_COUNTS:  # the triggers before the count, so no row is missed
+                await write.execute(sql)
+            if not await write.execute_fetchall(COUNT_SQL):
+                await write.execute(COUNT_ONCE_SQL)
             await write.execute(CREATE_GAPS)
             for sql in (*CREATE_INDEXES, *ACCOUNT_INDEXES):
                 await write.execute(sql)
@@ -293,6 +308,7 @@ class TradeStore:
         return int(next(iter(rows))[0])
 
     async def count(self) -> int:
+        """The trades stored (kept by triggers: no scan)."""
         rows = await self._read.execute_fetchall(COUNT_SQL)
         return int(next(iter(rows))[0])
 

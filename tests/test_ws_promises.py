@@ -192,7 +192,16 @@ async def all_cancelled(s: aiohttp.ClientSession, server: ServerProcess, account
     return await statuses(s, server, account, ids) == ["cancelled"] * len(ids)
 
 
-async def test_a_subscriber_that_stops_reading_gets_1013_and_its_cancel_on_disconnect_fires(tmp_path: Path) -> None:
+@pytest.fixture
+def patient_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The servers started after it wait 10 s, not 1, for a dropped peer to take its close frame
+    (TICKFLOW_WS_CLOSE_WAIT, gateway/websocket.py): the test's reading thread, on a machine busy with other
+    tests, must reach the close frame before the server gives up and aborts. Listed before `server`."""
+    monkeypatch.setenv("TICKFLOW_WS_CLOSE_WAIT", "10")
+
+
+async def test_a_subscriber_that_stops_reading_gets_1013_and_its_cancel_on_disconnect_fires(
+        patient_close: None, tmp_path: Path) -> None:
     """The server closes the connection (slow consumer), not the client: its account's orders are cancelled."""
     server = ServerProcess(tmp_path / "data", extra=["--ws-buffer", "8"]).start()
     raw: RawWebSocket | None = None
@@ -227,7 +236,7 @@ async def test_a_subscriber_that_stops_reading_gets_1013_and_its_cancel_on_disco
         server.kill()
 
 
-async def test_a_client_that_leaves_its_answers_unread_gets_1008(server: ServerProcess) -> None:
+async def test_a_client_that_leaves_its_answers_unread_gets_1008(patient_close: None, server: ServerProcess) -> None:
     raw = RawWebSocket(server.port, "/ws", rcvbuf=4096)
     stop = threading.Event()
     try:  # pings it never reads the pongs of, until the server gives up on it
@@ -241,7 +250,8 @@ async def test_a_client_that_leaves_its_answers_unread_gets_1008(server: ServerP
         raw.close()
 
 
-async def test_a_client_that_leaves_its_order_updates_unread_gets_1008(server: ServerProcess) -> None:
+async def test_a_client_that_leaves_its_order_updates_unread_gets_1008(patient_close: None,
+                                                                      server: ServerProcess) -> None:
     """Updates of its own orders pile up while the socket takes nothing: after MAX_REPLIES of them and
     STALL seconds, closed with 1008, a code the client reads (it can tell it from a network failure)."""
     raw = RawWebSocket(server.port, "/ws?token=alice", rcvbuf=4096)

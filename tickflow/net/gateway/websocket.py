@@ -28,6 +28,10 @@ log = logging.getLogger("tickflow.net.gateway")
 HEARTBEAT = float(os.environ.get("TICKFLOW_WS_HEARTBEAT") or 30.0)
 """Seconds between the pings that find a silent peer, whose pong must come within half of that. The
 environment variable TICKFLOW_WS_HEARTBEAT sets it: a test seam, so a test finds a silent peer at once."""
+CLOSE_WAIT = float(os.environ.get("TICKFLOW_WS_CLOSE_WAIT") or 1.0)
+"""Seconds a peer the server drops (one that does not read) gets to take the close frame before the
+connection is aborted. TICKFLOW_WS_CLOSE_WAIT sets it: a test seam, so a test reading such a peer's last
+frames on a busy machine is not cut off before it reaches the close."""
 
 
 AUTH_FIELDS = ("token", "updates", "cancelOnDisconnect")
@@ -138,7 +142,7 @@ async def write_loop(sub: Subscriber, ws: web.WebSocketResponse) -> None:
 async def _drop(ws: web.WebSocketResponse, transport: asyncio.Transport | None, code: int, why: bytes) -> None:
     """Close with `code`; a peer that does not read cannot take the close frame either, so abort."""
     try:
-        await asyncio.wait_for(ws.close(code=code, message=why), 1.0)
+        await asyncio.wait_for(ws.close(code=code, message=why), CLOSE_WAIT)
     except (asyncio.TimeoutError, ConnectionError, RuntimeError):
         pass
     if transport is not None:

@@ -166,9 +166,9 @@ def read_close_once(raw: RawWebSocket, url: str, closed: Callable[[str], bool], 
                     stop: threading.Event, timeout: float = 60.0) -> tuple[list[bytes], int | None, bytes]:
     """For a thread of its own, while the test makes the server close `raw`: send `poke` on it and read
     the server's /metrics, again and again, until `closed(metrics)`; then read `raw` to its close frame
-    at once. A server that closes a client that does not read waits only a moment (1 s; TICKFLOW_WS_CLOSE_WAIT) for the close
-    frame to go out, so the reading starts the moment the close is seen, whatever else the test's
-    event loop is busy with. A server notices its own close of a connection only when it next reads a
+    at once. A server that closes a client that does not read waits only a moment (1 s, or
+    TICKFLOW_WS_CLOSE_WAIT) for the close frame to go out, so the reading starts the moment the close is
+    seen, whatever else the test's event loop is busy with. A server notices its own close of a connection only when it next reads a
     message from it: `poke` is sent for that."""
     deadline = time.monotonic() + timeout
     while not stop.is_set():

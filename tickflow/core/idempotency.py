@@ -55,9 +55,7 @@ class ClientOrderIds(dict[Key, OrderState]):
     def set_window(self, window: int, now: int) -> None:
         """A new window, in force from the record stamped `now`: it applies to the entries already kept."""
         self.window = window
-        self.due = NEVER
-        if self._order and window:
-            self.due = self[self._order[0]].ts + window
+        self.due = 0 if window else NEVER  # forget_until finds the oldest entry's due stamp itself
         self.forget_until(now)
 
     def forget_until(self, now: int) -> None:

@@ -176,7 +176,7 @@ def _check_store(data: Path, log_first_seq: int) -> tuple[str, bool]:
                 return f"trades.sqlite: DAMAGED ({damage}): a start sets it aside and rebuilds it from the log", False
             return (f"trades.sqlite: DAMAGED ({damage}), and the log begins at seq {log_first_seq}: a start refuses; "
                     f"restore {TRADES_FILE} from a backup, or start with --accept-history-gap"), True
-        trades_after = stored if count + missing >= stored else 0  # as a start counts it (startup.py)
+        trades_after = trades.whole_upto(stored, count, missing)
         found = (f"trades.sqlite: integrity ok; trades up to id {stored}, orders finished up to seq {orders_after}"
                  + (f", {missing} trades in accepted history gaps" if missing else ""))
     newest: HistoryGap | None = None

@@ -199,6 +199,14 @@ def _connect(path: str) -> aiosqlite.Connection:
 QUICK_CHECK_SQL: Final = "PRAGMA quick_check(1)"
 
 
+def whole_upto(highest: int, count: int, in_gaps: int) -> int:
+    """The trade id up to which a store is whole: its highest, unless it holds fewer rows than that (trade ids
+    run 1, 2, 3, ...: a failed write or a hand edit left holes), then 0, so every trade is offered again.
+    Trades in accepted history gaps are no hole (>=: a gap accepted over a store that had holes counts
+    some ids twice)."""
+    return highest if count + in_gaps >= highest else 0
+
+
 def sync_files(path: str) -> None:
     """Make every commit the store has made durable: fsync its `-wal` (the commits since the last
     checkpoint; synchronous=NORMAL leaves them to the page cache), the file itself (the pages a

@@ -24,7 +24,7 @@ from tickflow.store.log.segments import MIN_SEGMENT_BYTES, SEGMENT_BYTES, Segmen
 from tickflow.store.log.wal import CorruptLog, LogError, OsFileOps
 from tickflow.store.recovery import HistoryGapRefused, Recovery, recover_directory
 from tickflow.store.snapshots import SnapshotError
-from tickflow.store.trades import TradeStore, sync_files
+from tickflow.store.trades import TradeStore, sync_files, whole_upto
 
 log = logging.getLogger("tickflow")
 __all__ = ["MIN_SEGMENT_BYTES", "SEGMENT_BYTES", "StartupError", "Started", "start_exchange"]
@@ -123,15 +123,11 @@ async def _recover(wal_path: Path, store: TradeStore, data: Path, segment_bytes:
     """The log's engine, from the newest usable snapshot and the records after it; then SQLite made to
     hold exactly the log's trades."""
     stored = await store.max_trade_id()
-    # Trade ids run 1, 2, 3, ...: a store holding fewer rows than its highest id has gaps (a failed
-    # write, a hand edit), and then every trade is offered again; otherwise only those after it.
     stored_count = await store.count()
-    # An accepted gap is no hole (>=: a gap accepted over a store that had holes counts some ids twice).
-    stored_whole = stored_count + await store.missing_trades() >= stored
-    if not stored_whole:
+    after = whole_upto(stored, stored_count, await store.missing_trades())
+    if after < stored:
         log.warning("the trade store has gaps (%d trades, highest id %d): re-inserting every trade from the log",
                     stored_count, stored)
-    after = stored if stored_whole else 0
     # Every order closed by a record up to this seq is in SQLite; those closed after it are re-derived.
     orders_seq = await store.orders_seq()
     try:
